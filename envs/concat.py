@@ -1,0 +1,129 @@
+"""Several environments of one behavior presented as one: the union of their agents."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from mlagents_envs.base_env import (
+    ActionTuple,
+    BaseEnv,
+    BehaviorMapping,
+    BehaviorName,
+    DecisionSteps,
+    TerminalSteps,
+)
+from mlagents_envs.side_channel.stats_side_channel import EnvironmentStats, StatsSideChannel
+
+
+class MergedStats(StatsSideChannel):
+    """A stats channel that drains several others (one per child environment)."""
+
+    def __init__(self, channels: Sequence[StatsSideChannel]) -> None:
+        super().__init__()
+        self.channels = list(channels)
+
+    def get_and_reset_stats(self) -> EnvironmentStats:
+        """Every child's stats, concatenated per key."""
+        merged: dict[str, list] = {}
+        for channel in self.channels:
+            for key, values in channel.get_and_reset_stats().items():
+                merged.setdefault(key, []).extend(values)
+        return merged
+
+
+class ConcatEnv(BaseEnv):
+    """Steps child environments together; agent ids are offset so they stay unique."""
+
+    def __init__(self, children: Sequence[BaseEnv]) -> None:
+        if not children:
+            raise ValueError("ConcatEnv needs at least one environment")
+        specs = [dict(child.behavior_specs) for child in children]
+        if any(spec != specs[0] for spec in specs[1:]):
+            raise ValueError("ConcatEnv: child environments have different behavior specs")
+        self.children = list(children)
+        self._specs = specs[0]
+        self._sizes: dict[str, list[int]] = {}
+        self._offsets: dict[str, list[int]] = {}
+        self.stats_channel = MergedStats([c.stats_channel for c in children])  # type: ignore[attr-defined]
+
+    @property
+    def behavior_specs(self) -> BehaviorMapping:
+        """The children's common specs."""
+        return BehaviorMapping(self._specs)
+
+    def step(self) -> None:
+        """Step every child."""
+        for child in self.children:
+            child.step()
+
+    def reset(self) -> None:
+        """Reset every child."""
+        for child in self.children:
+            child.reset()
+
+    def close(self) -> None:
+        """Close every child."""
+        for child in self.children:
+            child.close()
+
+    def set_parameters(self, **params: float) -> None:
+        """Pass environment parameters to every child."""
+        for child in self.children:
+            child.set_parameters(**params)  # type: ignore[attr-defined]
+
+    def get_steps(self, behavior_name: BehaviorName) -> tuple[DecisionSteps, TerminalSteps]:
+        """Concatenated decision and terminal steps, ids offset per child."""
+        parts = [child.get_steps(behavior_name) for child in self.children]
+        sizes = [len(d) for d, _ in parts]
+        ends = np.cumsum([0, *sizes])
+        self._sizes[behavior_name] = sizes
+        self._offsets[behavior_name] = ends[:-1].tolist()
+        decision = DecisionSteps(
+            [np.concatenate([d.obs[i] for d, _ in parts]) for i in range(len(parts[0][0].obs))],
+            np.concatenate([d.reward for d, _ in parts]),
+            np.concatenate([d.agent_id + off for (d, _), off in zip(parts, ends, strict=False)]),
+            None,
+            np.concatenate([d.group_id for d, _ in parts]),
+            np.concatenate([d.group_reward for d, _ in parts]),
+        )
+        terminal = TerminalSteps(
+            [np.concatenate([t.obs[i] for _, t in parts]) for i in range(len(parts[0][1].obs))],
+            np.concatenate([t.reward for _, t in parts]),
+            np.concatenate([t.interrupted for _, t in parts]),
+            np.concatenate([t.agent_id + off for (_, t), off in zip(parts, ends, strict=False)]),
+            np.concatenate([t.group_id for _, t in parts]),
+            np.concatenate([t.group_reward for _, t in parts]),
+        )
+        return decision, terminal
+
+    def set_actions(self, behavior_name: BehaviorName, action: ActionTuple) -> None:
+        """Split the actions by child, in agent order of the last get_steps."""
+        sizes = self._sizes.get(behavior_name)
+        if sizes is None:
+            raise ValueError("ConcatEnv.set_actions called before get_steps")
+        total = sum(sizes)
+        if action.continuous.shape[0] != total:
+            raise ValueError(
+                f"ConcatEnv: expected actions for {total} agents, got {action.continuous.shape[0]}"
+            )
+        start = 0
+        for child, size in zip(self.children, sizes, strict=True):
+            child.set_actions(
+                behavior_name,
+                ActionTuple(
+                    continuous=action.continuous[start : start + size],
+                    discrete=action.discrete[start : start + size],
+                ),
+            )
+            start += size
+
+    def set_action_for_agent(
+        self, behavior_name: BehaviorName, agent_id: int, action: ActionTuple
+    ) -> None:
+        """Route one agent's action to the child that owns it."""
+        offsets = self._offsets.get(behavior_name)
+        if offsets is None:
+            raise ValueError("ConcatEnv.set_action_for_agent called before get_steps")
+        child = int(np.searchsorted(offsets, agent_id, side="right")) - 1
+        self.children[child].set_action_for_agent(behavior_name, agent_id - offsets[child], action)

@@ -1,0 +1,113 @@
+"""Hydra entry points (thin): compose, convert to plain dataclasses once, hand to the library."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from meta.config import Config
+
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+log = logging.getLogger("meta")
+
+
+def register_configs() -> None:
+    """Register the schema so Hydra rejects unknown keys and wrong types."""
+    ConfigStore.instance().store(name="base_config", node=Config)
+
+
+def one_line(error: BaseException) -> str:
+    """An error and its cause as one line."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    cause = error.__cause__ or error.__context__
+    if cause is not None and str(cause).strip():
+        first = str(cause).strip().splitlines()[0]
+        if first not in text:
+            text = f"{text} ({first})"
+    return text
+
+
+def fail(program: str, error: BaseException | str, code: int = 2) -> None:
+    """Print `program: error: ...` on one line and exit non-zero."""
+    message = error if isinstance(error, str) else one_line(error)
+    print(f"{program}: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def precheck(program: str, argv: list[str]) -> None:
+    """Compose the overrides once before Hydra runs, so bad keys and types fail in one line."""
+    if any(arg.startswith("-") for arg in argv):
+        return  # --multirun, --help, --cfg ...: Hydra's own handling
+    from hydra import compose, initialize_config_dir
+
+    overrides = [a for a in argv if not a.lstrip("+~").startswith("hydra")]
+    try:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            cfg = compose(config_name="config", overrides=overrides)
+            OmegaConf.to_object(cfg)
+    except Exception as error:  # Hydra and OmegaConf raise many kinds; all are user input
+        fail(program, error)
+
+
+def run_id_of(cfg: DictConfig) -> str:
+    """The given run_id, else one derived from the overrides (distinct per multirun job)."""
+    if cfg.run_id:
+        return str(cfg.run_id)
+    derived = HydraConfig.get().job.override_dirname
+    name = str(cfg.meta.algorithm) + (f"_{derived}" if derived else "")
+    return re.sub(r"[^A-Za-z0-9_.,=+-]", "-", name)
+
+
+def _train(cfg: DictConfig) -> None:
+    from meta.trainer import MetaTrainer, plan
+
+    run_id = run_id_of(cfg)
+    try:
+        config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+        _set_threads(config)
+        checked = plan(config, run_id)
+    except (ValueError, FileNotFoundError) as error:
+        fail("meta-train", error)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved["run_id"] = run_id  # type: ignore[index]
+    trainer = MetaTrainer(checked, OmegaConf.to_yaml(resolved), resolved)  # type: ignore[arg-type]
+    try:
+        run_dir = trainer.run()
+    except KeyboardInterrupt:
+        trainer.close()
+        fail(
+            "meta-train",
+            f"interrupted; {trainer.run_dir} holds meta-steps 0..{trainer.meta_step - 1}"
+            f". Resume with: meta-train run_id={run_id} resume=true",
+            130,
+        )
+    print(
+        f"meta-train: done. Results in {run_dir} (final weights {run_dir / 'Brain.pt'}; "
+        f"meta-steps in {run_dir / 'meta_steps.csv'}; tensorboard --logdir {run_dir})"
+    )
+
+
+def _set_threads(config: Config) -> None:
+    import torch
+
+    if config.torch_threads > 0:
+        torch.set_num_threads(config.torch_threads)
+
+
+def _hydra(task: Any) -> Any:
+    return hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")(task)
+
+
+def train_main() -> None:
+    """`meta-train [overrides]`."""
+    register_configs()
+    precheck("meta-train", sys.argv[1:])
+    _hydra(_train)()

@@ -1,0 +1,294 @@
+"""Dataclass configs, one per concern; Hydra composes them, the library receives plain objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEDULES = ("constant", "linear")
+ALGORITHMS = ("reptile", "joint", "single")
+BACKENDS = ("native", "unity")
+
+
+@dataclass
+class NetworkConfig:
+    """Actor-critic MLP, as ML-Agents' `network_settings`."""
+
+    hidden_units: int = 128
+    """Units per hidden layer."""
+    num_layers: int = 2
+    """Hidden layers in the actor and in the critic."""
+    normalize: bool = True
+    """Running observation normaliser (its statistics are part of the weights)."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        _positive("network.hidden_units", self.hidden_units)
+        _positive("network.num_layers", self.num_layers)
+
+
+@dataclass
+class PPOConfig:
+    """Inner PPO hyperparameters, ML-Agents' names and defaults."""
+
+    batch_size: int = 1024
+    """Minibatch size of a gradient step, in agent-steps."""
+    buffer_size: int = 10240
+    """Agent-steps collected before each update."""
+    learning_rate: float = 3.0e-4
+    """Adam step size at the start of the training."""
+    beta: float = 5.0e-3
+    """Entropy regularisation coefficient."""
+    epsilon: float = 0.2
+    """Clip range of the policy ratio and of the value change."""
+    lambd: float = 0.95
+    """GAE lambda."""
+    gamma: float = 0.99
+    """Discount factor."""
+    num_epoch: int = 3
+    """Passes over the buffer per update."""
+    time_horizon: int = 64
+    """Trajectories are cut (and bootstrapped with the value estimate) every this many steps."""
+    max_steps: int = 20480
+    """Agent-steps of one inner training (per task)."""
+    learning_rate_schedule: str = "linear"
+    """`constant` or `linear` (polynomial decay to 1e-10 over max_steps)."""
+    beta_schedule: str = "linear"
+    """`constant` or `linear` (decay to 1e-5 over max_steps)."""
+    epsilon_schedule: str = "linear"
+    """`constant` or `linear` (decay to 0.1 over max_steps)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    value_coef: float = 0.5
+    """Weight of the value loss in the total loss."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field, before any environment step."""
+        for name in ("batch_size", "buffer_size", "num_epoch", "time_horizon", "max_steps"):
+            _positive(f"ppo.{name}", getattr(self, name))
+        for name in ("learning_rate", "max_grad_norm"):
+            _positive(f"ppo.{name}", getattr(self, name))
+        if self.batch_size > self.buffer_size:
+            raise ValueError(
+                f"ppo.batch_size ({self.batch_size}) exceeds ppo.buffer_size ({self.buffer_size})"
+            )
+        for name in ("beta", "epsilon", "value_coef"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("lambd", "gamma"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):
+            if getattr(self, name) not in SCHEDULES:
+                raise ValueError(
+                    f"ppo.{name}: unknown schedule {getattr(self, name)!r} (use one of {SCHEDULES})"
+                )
+
+
+@dataclass
+class TaskConfig:
+    """One task family of the meta-training distribution."""
+
+    name: str = "FindTarget"
+    """Family: FindTarget or CarryObject."""
+    weight: float = 1.0
+    """Relative probability of sampling this family."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Parameter overrides: a number fixes it, a [low, high] pair sets its sampling range."""
+
+
+def _default_tasks() -> list[TaskConfig]:
+    return [TaskConfig("FindTarget", 0.5), TaskConfig("CarryObject", 0.5)]
+
+
+@dataclass
+class MetaConfig:
+    """The outer loop."""
+
+    algorithm: str = "reptile"
+    """`reptile`, `joint` (multi-task PPO baseline) or `single` (plain PPO on one task)."""
+    steps: int = 100
+    """Meta-steps K."""
+    outer_lr: float = 0.5
+    """Reptile step size at meta-step 0 (1.0 with meta_batch_size 1 is sequential fine-tuning)."""
+    outer_lr_final: float | None = None
+    """Reptile step size approached linearly by the last meta-step; null: 0, except that
+    outer_lr 1 (theta replaced by phi: sequential fine-tuning) then stays 1."""
+    meta_batch_size: int = 1
+    """Tasks trained per meta-step; theta moves towards their mean."""
+    tasks: list[TaskConfig] = field(default_factory=_default_tasks)
+    """Families with weights and parameter overrides."""
+    anneal: bool = True
+    """Anneal the inner learning_rate, beta and epsilon as x0*(1-k/K) across meta-steps."""
+    learning_rate_floor: float = 1.0e-10
+    """Floor of the annealed inner learning rate."""
+    beta_floor: float = 1.0e-5
+    """Floor of the annealed entropy coefficient."""
+    epsilon_floor: float = 0.1
+    """Floor of the annealed clip range."""
+    split: str = "train"
+    """Parameter ranges tasks are drawn from: `train` (meta-training) or `test` (held out)."""
+
+    @property
+    def final_outer_lr(self) -> float:
+        """outer_lr_final with its default resolved."""
+        if self.outer_lr_final is not None:
+            return self.outer_lr_final
+        return 1.0 if self.outer_lr == 1.0 else 0.0
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(
+                f"meta.algorithm: unknown {self.algorithm!r} (use one of {ALGORITHMS})"
+            )
+        _positive("meta.steps", self.steps)
+        _positive("meta.meta_batch_size", self.meta_batch_size)
+        if not 0.0 < self.outer_lr <= 1.0:
+            raise ValueError(f"meta.outer_lr must be in (0, 1], got {self.outer_lr}")
+        if not 0.0 <= self.final_outer_lr <= 1.0:
+            raise ValueError(f"meta.outer_lr_final must be in [0, 1], got {self.outer_lr_final}")
+        if not self.tasks:
+            raise ValueError("meta.tasks is empty: give at least one task family")
+        if self.split not in ("train", "test"):
+            raise ValueError(f"meta.split must be 'train' or 'test', got {self.split!r}")
+        for i, task in enumerate(self.tasks):
+            if not task.weight > 0:
+                raise ValueError(
+                    f"meta.tasks[{i}] ({task.name}): weight must be > 0, got {task.weight}"
+                )
+
+
+@dataclass
+class EnvConfig:
+    """Where the tasks run."""
+
+    backend: str = "native"
+    """`native` (in-process, fast) or `unity` (builds over the ML-Agents protocol)."""
+    num_areas: int = 64
+    """Training areas (agents) per environment."""
+    num_envs: int = 1
+    """Build processes per family (unity backend)."""
+    path: dict[str, str] = field(
+        default_factory=lambda: {
+            "FindTarget": "envs/builds/FindTarget",
+            "CarryObject": "envs/builds/CarryObject",
+        }
+    )
+    """Build per family (unity backend); relative paths resolve against the project."""
+    base_port: int = 5005
+    """First gRPC port (unity backend); worker i listens on base_port + worker_id."""
+    timeout_wait: int = 60
+    """Seconds to wait for a build to connect."""
+    max_restarts: int = 3
+    """Build crashes tolerated per run before giving up."""
+    no_graphics: bool = True
+    """Pass -nographics to builds."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        if self.backend not in BACKENDS:
+            raise ValueError(f"env.backend: unknown {self.backend!r} (use one of {BACKENDS})")
+        _positive("env.num_areas", self.num_areas)
+        _positive("env.num_envs", self.num_envs)
+        _positive("env.timeout_wait", self.timeout_wait)
+
+
+@dataclass
+class CheckpointConfig:
+    """Kept checkpoints."""
+
+    keep_checkpoints: int = 5
+    """Kept `Brain-<meta_step>.pt` files (older ones are pruned)."""
+    checkpoint_interval: int = 10
+    """Meta-steps between kept checkpoints (the resumable state is saved every meta-step)."""
+    export_onnx: bool = False
+    """Also write Brain.onnx next to Brain.pt at the end."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        _positive("checkpoint.keep_checkpoints", self.keep_checkpoints)
+        _positive("checkpoint.checkpoint_interval", self.checkpoint_interval)
+
+
+@dataclass
+class LoggerConfig:
+    """Stats writers; any combination."""
+
+    console: bool = True
+    """Progress bar and a summary line every summary_freq meta-steps."""
+    csv: bool = True
+    """meta_steps.csv (always useful to notebooks)."""
+    per_update_csv: bool = False
+    """Also inner_updates.csv, one row per PPO update."""
+    tensorboard: bool = True
+    """TensorBoard event files under the run directory."""
+    wandb: bool = False
+    """Weights & Biases (offline unless WANDB_MODE says otherwise)."""
+    wandb_project: str = "meta-harness"
+    """wandb project name."""
+    summary_freq: int = 1
+    """Meta-steps between console summary lines."""
+
+
+@dataclass
+class EvalConfig:
+    """meta-eval: adaptation from the meta-learned start against baselines."""
+
+    joint_run_id: str | None = None
+    """Run id of a `joint` baseline; trained by meta-eval itself when missing."""
+    budgets: list[int] = field(default_factory=lambda: [0, 1, 2, 5, 10, 20])
+    """Adaptation budgets in PPO updates."""
+    seeds: int = 5
+    """Seeds per task and method."""
+    tasks_per_family: int = 2
+    """Tasks drawn per family and split."""
+    splits: list[str] = field(default_factory=lambda: ["test", "train"])
+    """Task splits evaluated: held-out `test` and fresh `train` samples."""
+    buffer_size: int = 2048
+    """Agent-steps per adaptation update."""
+    eval_episodes: int = 64
+    """Episodes measured after each budget."""
+
+
+@dataclass
+class Config:
+    """Root of the composed configuration."""
+
+    run_id: str = ""
+    """Run directory name; derived from the overrides when empty."""
+    seed: int = 0
+    """Seed of every random number in the run."""
+    resume: bool = False
+    """Continue the run in results_dir/run_id after its last completed meta-step."""
+    force: bool = False
+    """Start over in an existing run directory."""
+    initialize_from: str | None = None
+    """Run id whose latest weights start theta."""
+    results_dir: str = "results"
+    """Parent of run directories."""
+    torch_device: str = "cpu"
+    """Device of the policy (`cpu`, `cuda`, `cuda:1`)."""
+    torch_threads: int = 1
+    """torch intra-op threads (small MLPs get slower with many); 0 leaves torch's default."""
+    meta: MetaConfig = field(default_factory=MetaConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    environment_parameters: dict[str, Any] = field(default_factory=dict)
+    """ML-Agents `environment_parameters`: constants, samplers and curricula."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        for part in (self.meta, self.ppo, self.network, self.env, self.checkpoint):
+            part.validate()
+        if self.resume and self.force:
+            raise ValueError("resume=true and force=true contradict each other: choose one")
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")

@@ -1,0 +1,88 @@
+"""Environments for inner trainings: native tasks in-process, or builds over the protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from mlagents_envs.base_env import BaseEnv
+from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
+
+from meta.config import EnvConfig
+
+
+class TaskEnv(Protocol):
+    """A BaseEnv that also reports its tasks' stats (success) and takes parameters."""
+
+    stats_channel: StatsSideChannel
+
+    def set_parameters(self, **params: float) -> None: ...
+
+
+class EnvPool:
+    """Hands out an environment per task; builds stay alive across meta-steps."""
+
+    def __init__(self, cfg: EnvConfig) -> None:
+        self.cfg = cfg
+        self._builds: dict[str, Any] = {}
+
+    def check(self, families: Sequence[str]) -> None:
+        """Fail before training when a needed build does not exist."""
+        if self.cfg.backend == "unity":
+            from envs import unity
+
+            for family in families:
+                unity.check_build(self.path(family))
+
+    def path(self, family: str) -> str:
+        """The build path configured for a family."""
+        if family not in self.cfg.path:
+            raise ValueError(f"env.path has no build for task {family!r}")
+        return self.cfg.path[family]
+
+    def env(
+        self, family: str, params: dict[str, float], seed: int, num_areas: int | None = None
+    ) -> BaseEnv:
+        """An environment of `family` with `params`, reset at its next use."""
+        areas = num_areas or self.cfg.num_areas
+        if self.cfg.backend == "native":
+            import envs
+
+            return envs.make(family, num_areas=areas, seed=seed, **params)
+        build = self._builds.get(family)
+        if build is None:
+            from envs import unity
+
+            build = unity.UnityTaskEnv(
+                self.path(family),
+                num_areas=areas,
+                seed=seed,
+                num_envs=self.cfg.num_envs,
+                base_port=self.cfg.base_port + 100 * len(self._builds),
+                timeout_wait=self.cfg.timeout_wait,
+                no_graphics=self.cfg.no_graphics,
+            )
+            self._builds[family] = build
+        build.set_parameters(**params)
+        return build
+
+    def concat(self, tasks: Sequence[tuple[str, dict[str, float]]], seed: int) -> BaseEnv:
+        """One environment whose areas are split across several tasks (joint training)."""
+        from envs.concat import ConcatEnv
+
+        share = max(self.cfg.num_areas // len(tasks), 1)
+        return ConcatEnv(
+            [self.env(family, params, seed + i, share) for i, (family, params) in enumerate(tasks)]
+        )
+
+    def restart(self, family: str) -> None:
+        """Relaunch a family's build after a crash."""
+        build = self._builds.pop(family, None)
+        if build is not None:
+            build.close()
+
+    def close(self) -> None:
+        """Close every build."""
+        for build in self._builds.values():
+            build.close()
+        self._builds.clear()

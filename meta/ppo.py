@@ -1,0 +1,274 @@
+"""Inner PPO with ML-Agents' semantics: one training from given weights as a function."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from mlagents_envs.base_env import BaseEnv
+from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
+
+from meta.config import NetworkConfig, PPOConfig
+from meta.policy import Policy, make_policy
+from meta.rollout import Collector, NullTimers, Rollout, Timers
+from meta.schedules import BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
+
+SUCCESS_STAT = "Environment/Success"
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """Starting values of the scheduled hyperparameters for one training."""
+
+    learning_rate: float
+    beta: float
+    epsilon: float
+
+    @classmethod
+    def of(cls, cfg: PPOConfig) -> Hyper:
+        """The config's own values."""
+        return cls(cfg.learning_rate, cfg.beta, cfg.epsilon)
+
+
+@dataclass
+class InnerResult:
+    """What one inner training produced."""
+
+    weights: dict[str, torch.Tensor]
+    stats: dict[str, float]
+    updates: list[dict[str, float]] = field(default_factory=list)
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    boundaries: torch.Tensor,
+    gamma: float,
+    lambd: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over time-major (T, n) tensors; returns (adv, returns).
+
+    delta_t = r_t + gamma * next_values_t - V_t, and A_t = delta_t + gamma * lambd * A_{t+1}
+    unless the trajectory stops after t. `next_values` already holds the right bootstrap:
+    V(s_{t+1}) inside a trajectory and where it was cut at the time horizon, V(final state)
+    where the episode timed out (max_step is not a failure), and 0 where the task ended it.
+    """
+    deltas = rewards + gamma * next_values - values
+    carry = gamma * lambd * (1.0 - boundaries)
+    advantages = torch.empty_like(deltas)
+    running = torch.zeros_like(deltas[0])
+    for t in range(deltas.shape[0] - 1, -1, -1):
+        running = deltas[t] + carry[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+def clipped_policy_loss(
+    log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor, epsilon: float
+) -> torch.Tensor:
+    """PPO's surrogate: -mean(min(r*A, clip(r, 1-eps, 1+eps)*A)), r the probability ratio."""
+    ratio = torch.exp(log_probs - old_log_probs)
+    clipped = torch.clamp(ratio, 1.0 - epsilon, 1.0 + epsilon)
+    return -torch.min(ratio * advantages, clipped * advantages).mean()
+
+
+def clipped_value_loss(
+    values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, epsilon: float
+) -> torch.Tensor:
+    """ML-Agents' value loss: mean(max((R-V)^2, (R-V_clipped)^2)), V moved at most eps."""
+    clipped = old_values + torch.clamp(values - old_values, -epsilon, epsilon)
+    return torch.max((returns - values).square(), (returns - clipped).square()).mean()
+
+
+def ppo_update(
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    rollout: Rollout,
+    cfg: PPOConfig,
+    hyper: Hyper,
+    generator: torch.Generator,
+) -> dict[str, float]:
+    """num_epoch passes of minibatch updates over one buffer; returns mean losses."""
+    advantages, returns = compute_gae(
+        rollout.rewards,
+        rollout.values,
+        rollout.next_values,
+        rollout.boundaries,
+        cfg.gamma,
+        cfg.lambd,
+    )
+    flat = [
+        x.reshape(rollout.num_steps, *x.shape[2:])
+        for x in (
+            rollout.obs,
+            rollout.actions,
+            rollout.log_probs,
+            rollout.values,
+            advantages,
+            returns,
+        )
+    ]
+    device = next(policy.parameters()).device
+    flat = [x.to(device) for x in flat]
+    for group in optimizer.param_groups:
+        group["lr"] = hyper.learning_rate
+    sums = np.zeros(3)
+    count = 0
+    num_batches = max(rollout.num_steps // cfg.batch_size, 1)
+    for _ in range(cfg.num_epoch):
+        order = torch.randperm(rollout.num_steps, generator=generator).to(device)
+        for b in range(num_batches):
+            idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
+            obs, actions, old_lp, old_v, adv, ret = (x[idx] for x in flat)
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            log_probs, entropy_per_sample, values = policy.evaluate(obs, actions)
+            policy_loss = clipped_policy_loss(log_probs, old_lp, adv, hyper.epsilon)
+            value_loss = clipped_value_loss(values, old_v, ret, hyper.epsilon)
+            entropy = entropy_per_sample.mean()
+            loss = policy_loss + cfg.value_coef * value_loss - hyper.beta * entropy
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            sums += (policy_loss.item(), value_loss.item(), entropy.item())
+            count += 1
+    policy_loss, value_loss, entropy = sums / count
+    return {
+        "Losses/Policy Loss": policy_loss,
+        "Losses/Value Loss": value_loss,
+        "Policy/Entropy": entropy,
+        "Policy/Learning Rate": hyper.learning_rate,
+        "Policy/Beta": hyper.beta,
+        "Policy/Epsilon": hyper.epsilon,
+    }
+
+
+def train(
+    env: BaseEnv,
+    policy: Policy,
+    cfg: PPOConfig,
+    *,
+    seed: int,
+    behavior: str = "Brain",
+    hyper: Hyper | None = None,
+    max_steps: int | None = None,
+    stats_channel: StatsSideChannel | None = None,
+    timers: Timers | None = None,
+    on_update: Callable[[int, dict[str, float]], None] | None = None,
+) -> dict[str, float]:
+    """Train `policy` in place with a fresh optimizer for `max_steps` agent-steps; return stats.
+
+    `hyper` gives the starting learning rate, beta and epsilon (the outer loop anneals them);
+    within the training each follows its `*_schedule`. `on_update(k, stats)` runs after
+    update k (1-based). All randomness comes from `seed`, none from global state.
+    """
+    cfg.validate()
+    budget = cfg.max_steps if max_steps is None else max_steps
+    if budget <= 0:
+        raise ValueError(f"max_steps must be > 0, got {budget}")
+    hyper = hyper or Hyper.of(cfg)
+    if hyper.learning_rate <= 0:
+        raise ValueError(f"learning_rate must be > 0, got {hyper.learning_rate}")
+    start = time.perf_counter()
+    timers = timers or NullTimers()
+    generator = torch.Generator().manual_seed(seed)
+    if stats_channel is not None:
+        stats_channel.get_and_reset_stats()
+    collector = Collector(env, behavior, policy, generator, cfg.time_horizon, timers)
+    horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=hyper.learning_rate, eps=1e-7)
+    steps, history = 0, []
+    while steps < budget:
+        current = Hyper(
+            decayed(
+                cfg.learning_rate_schedule, hyper.learning_rate, LEARNING_RATE_FLOOR, steps, budget
+            ),
+            decayed(cfg.beta_schedule, hyper.beta, BETA_FLOOR, steps, budget),
+            decayed(cfg.epsilon_schedule, hyper.epsilon, EPSILON_FLOOR, steps, budget),
+        )
+        rollout = collector.collect(horizon)
+        steps += rollout.num_steps
+        if policy.normalize:
+            policy.normalizer.update(
+                rollout.obs.reshape(rollout.num_steps, -1).to(collector.device)
+            )
+        with timers.scope("update"):
+            update = ppo_update(policy, optimizer, rollout, cfg, current, generator)
+        history.append(update)
+        if on_update is not None:
+            on_update(len(history), update)
+    return _summary(history, collector, stats_channel, steps, time.perf_counter() - start)
+
+
+def inner_train(
+    env: BaseEnv,
+    weights: dict[str, torch.Tensor],
+    network: NetworkConfig,
+    cfg: PPOConfig,
+    *,
+    seed: int,
+    hyper: Hyper | None = None,
+    stats_channel: StatsSideChannel | None = None,
+    timers: Timers | None = None,
+    device: str = "cpu",
+) -> InnerResult:
+    """One inner training from `weights`; returns the trained weights and the statistics."""
+    policy = policy_for(env, network).to(device)
+    policy.load_state_dict(weights)
+    updates: list[dict[str, float]] = []
+    stats = train(
+        env,
+        policy,
+        cfg,
+        seed=seed,
+        hyper=hyper,
+        stats_channel=stats_channel,
+        timers=timers,
+        on_update=lambda _, update: updates.append(update),
+    )
+    new_weights = {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
+    return InnerResult(new_weights, stats, updates)
+
+
+def policy_for(env: BaseEnv, network: NetworkConfig, seed: int = 0) -> Policy:
+    """A fresh policy sized for the env's (single) behavior."""
+    spec = next(iter(env.behavior_specs.values()))
+    return make_policy(
+        spec.observation_specs[0].shape[0], spec.action_spec.continuous_size, network, seed
+    )
+
+
+def _summary(
+    history: list[dict[str, float]],
+    collector: Collector,
+    stats_channel: StatsSideChannel | None,
+    steps: int,
+    wall: float,
+) -> dict[str, float]:
+    episodes = collector.episodes
+    stats = {key: float(np.mean([h[key] for h in history])) for key in history[0]}
+    stats.update(
+        {
+            "Environment/Cumulative Reward": float(np.mean(episodes.returns))
+            if episodes.returns
+            else float("nan"),
+            "Environment/Episode Length": float(np.mean(episodes.lengths))
+            if episodes.lengths
+            else float("nan"),
+            "episodes": float(len(episodes.returns)),
+            "steps": float(steps),
+            "updates": float(len(history)),
+            "wall_time_s": wall,
+        }
+    )
+    success = float("nan")
+    if stats_channel is not None:
+        values = [v for v, _ in stats_channel.get_and_reset_stats().get(SUCCESS_STAT, [])]
+        success = float(np.mean(values)) if values else float("nan")
+    stats[SUCCESS_STAT] = success
+    return stats

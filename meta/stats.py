@@ -1,0 +1,366 @@
+"""Stats reporter fanning out to console, CSV, TensorBoard and wandb writers.
+
+`reporter.write(meta_step, total_env_steps, {tag: value})` sends scalars (ML-Agents tag names
+where they exist, `Meta/...` for ours); `reporter.write_rows(table, rows)` sends table rows
+(`meta_steps.csv`, optionally `inner_updates.csv`). Every writer receives everything and keeps
+what it handles. TensorBoard gets each scalar twice: `tag` against the meta-step in
+`<run_dir>/tensorboard/`, and `EnvSteps/<tag>` against total inner env steps in
+`<run_dir>/tensorboard/env_steps/` (a separate event file, so each axis has its own purge step).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import json
+import logging
+import math
+import os
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from meta.fileio import StrPath, atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+CUMULATIVE_REWARD = "Environment/Cumulative Reward"
+EPISODE_LENGTH = "Environment/Episode Length"
+LESSON = "Environment/Lesson"
+POLICY_LOSS = "Losses/Policy Loss"
+VALUE_LOSS = "Losses/Value Loss"
+LEARNING_RATE = "Policy/Learning Rate"
+BETA = "Policy/Beta"
+EPSILON = "Policy/Epsilon"
+ENTROPY = "Policy/Entropy"
+SUCCESS_RATE = "Meta/Success Rate"
+OUTER_LR = "Meta/Outer Learning Rate"
+WEIGHT_DELTA_NORM = "Meta/Weight Delta Norm"
+
+META_STEPS_TABLE = "meta_steps"
+INNER_UPDATES_TABLE = "inner_updates"
+META_STEP_COLUMNS = (
+    "meta_step", "task", "task_params", "inner_steps", "mean_reward", "success_rate",
+    "learning_rate", "beta", "epsilon", "outer_lr", "weight_delta_norm", "wall_time_s",
+)
+ENV_STEPS_PREFIX = "EnvSteps/"
+CONSOLE_LABELS = {
+    CUMULATIVE_REWARD: "Mean Reward",
+    SUCCESS_RATE: "Success Rate",
+    EPISODE_LENGTH: "Episode Length",
+    OUTER_LR: "Outer LR",
+    WEIGHT_DELTA_NORM: "Weight Delta Norm",
+}
+
+
+class StatsWriter(Protocol):
+    """What the reporter calls: scalars of a meta-step, rows of a table, close at the end."""
+
+    def write(
+        self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]
+    ) -> None: ...
+
+    def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullWriter:
+    """A writer that ignores everything; writers override what they handle."""
+
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
+        """Ignore scalars."""
+
+    def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Ignore rows."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class StatsReporter:
+    """Fans scalars and rows out to its writers."""
+
+    def __init__(self, writers: Sequence[StatsWriter] = ()) -> None:
+        self.writers: list[StatsWriter] = list(writers)
+
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
+        """Send one meta-step's scalars to every writer."""
+        for writer in self.writers:
+            writer.write(meta_step, total_env_steps, scalars)
+
+    def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Send rows of `table` (e.g. META_STEPS_TABLE) to every writer."""
+        for writer in self.writers:
+            writer.write_rows(table, rows)
+
+    def close(self) -> None:
+        """Close every writer (all of them, even if one fails; the first error is re-raised)."""
+        errors: list[Exception] = []
+        for writer in self.writers:
+            try:
+                writer.close()
+            except Exception as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> StatsReporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ConsoleWriter(NullWriter):
+    """Logs one ML-Agents-style summary line every `every` meta-steps."""
+
+    def __init__(self, every: int = 1, labels: Mapping[str, str] | None = None) -> None:
+        self.every = max(1, every)
+        self.labels = dict(CONSOLE_LABELS if labels is None else labels)
+        self._start = time.monotonic()
+
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
+        """Log the summary line if `meta_step` is a multiple of `every`."""
+        if meta_step % self.every:
+            return
+        parts = [
+            f"Meta-step: {meta_step}",
+            f"Env steps: {total_env_steps}",
+            f"Time Elapsed: {time.monotonic() - self._start:.1f} s",
+        ]
+        parts += [f"{label}: {scalars[tag]:.4g}" for tag, label in self.labels.items()
+                  if tag in scalars]
+        logger.info(". ".join(parts) + ".")
+
+
+def _cell(value: Any) -> Any:
+    """Format a value for a CSV cell: JSON for containers, Python numbers for 0-d arrays."""
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(value, sort_keys=True)
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
+    return "" if value is None else value
+
+
+class CSVWriter(NullWriter):
+    """Appends rows of one table to a CSV with a fixed header; copes with resumed runs."""
+
+    def __init__(
+        self,
+        path: StrPath,
+        columns: Sequence[str],
+        table: str | None = None,
+        step_column: str = "meta_step",
+        truncate_after: int | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.columns = list(columns)
+        self.table = table or self.path.stem
+        self.step_column = step_column
+        if step_column not in self.columns:
+            raise ValueError(f"{self.path}: columns must include {step_column!r}")
+        self._file: TextIO | None = None
+        self._open(truncate_after)
+
+    def _open(self, truncate_after: int | None) -> None:
+        exists = self._repair(truncate_after)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._file, self.columns, lineterminator="\n")
+        if not exists:
+            self._writer.writeheader()
+            self._file.flush()
+
+    def _repair(self, truncate_after: int | None) -> bool:
+        """Check the header, drop a row cut short by a crash and rows past `truncate_after`."""
+        if not self.path.is_file():
+            return False
+        text = self.path.read_text(encoding="utf-8")
+        complete = text[: text.rfind("\n") + 1]
+        rows = list(csv.reader(io.StringIO(complete)))
+        if not rows:
+            self.path.unlink()
+            return False
+        if rows[0] != self.columns:
+            raise ValueError(f"{self.path}: header {rows[0]} differs from columns {self.columns}")
+        if truncate_after is not None:
+            i = self.columns.index(self.step_column)
+            rows[1:] = [row for row in rows[1:]
+                        if len(row) == len(self.columns) and _step(row[i]) <= truncate_after]
+        if complete != text or truncate_after is not None:
+            out = io.StringIO()
+            csv.writer(out, lineterminator="\n").writerows(rows)
+            atomic_write_text(self.path, out.getvalue())
+        return True
+
+    def truncate_after(self, meta_step: int) -> None:
+        """Drop rows whose step column exceeds `meta_step` (and unreadable rows), atomically."""
+        self.close()
+        self._open(meta_step)
+
+    def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Append rows if `table` is this writer's; unknown keys raise ValueError."""
+        if table != self.table or self._file is None:
+            return
+        for row in rows:
+            self._writer.writerow({key: _cell(value) for key, value in row.items()})
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _step(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.inf
+
+
+class TensorBoardWriter(NullWriter):
+    """Scalars against meta-step in `log_dir`, and against env steps in `log_dir/env_steps`."""
+
+    def __init__(
+        self,
+        log_dir: StrPath,
+        purge_step: int | None = None,
+        purge_env_step: int | None = None,
+        env_steps_axis: bool = True,
+        flush_secs: int = 30,
+    ) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        log_dir = Path(log_dir)
+        self._writers = [SummaryWriter(str(log_dir), purge_step=purge_step, flush_secs=flush_secs)]
+        if env_steps_axis:
+            self._writers.append(SummaryWriter(
+                str(log_dir / "env_steps"), purge_step=purge_env_step, flush_secs=flush_secs))
+        self._files: list[Any] = [w.file_writer for w in self._writers]
+
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
+        """Add each scalar at `meta_step` (and as `EnvSteps/<tag>` at `total_env_steps`)."""
+        if not self._files:
+            return
+        # One event holding all tags: about five times cheaper than add_scalar per tag.
+        self._files[0].add_summary(_summary(scalars, ""), meta_step)
+        if len(self._files) > 1:
+            self._files[1].add_summary(_summary(scalars, ENV_STEPS_PREFIX), total_env_steps)
+
+    def close(self) -> None:
+        """Flush and close the event files."""
+        for writer in self._writers:
+            writer.close()
+        self._files = []
+
+
+def _summary(scalars: Mapping[str, float], prefix: str) -> Any:
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    return Summary(value=[Summary.Value(tag=prefix + tag, simple_value=float(value))
+                          for tag, value in scalars.items()])
+
+
+class WandbWriter(NullWriter):
+    """Logs scalars to a wandb run (offline unless WANDB_MODE is set); failures only warn."""
+
+    def __init__(
+        self,
+        run_dir: StrPath,
+        run_id: str,
+        config: Mapping[str, Any] | None = None,
+        project: str = "meta-harness",
+        entity: str | None = None,
+        group: str | None = None,
+    ) -> None:
+        self._run: Any = None
+        run_dir = Path(run_dir)
+        try:
+            wandb = importlib.import_module("wandb")
+            id_file = run_dir / "wandb" / "wandb_run_id.txt"
+            wandb_id = id_file.read_text().strip() if id_file.is_file() else secrets.token_hex(4)
+            atomic_write_text(id_file, wandb_id + "\n")
+            mode = os.environ.get("WANDB_MODE") or "offline"
+            self._run = wandb.init(
+                project=project, entity=entity, group=group, name=run_id, id=wandb_id,
+                config=dict(config or {}), dir=str(run_dir), mode=mode,
+                # wandb cannot resume offline runs: it would warn and start afresh anyway.
+                resume=None if mode in ("offline", "dryrun", "disabled") else "allow",
+                settings=wandb.Settings(console="off"),
+            )
+            self._run.define_metric("meta_step")
+            self._run.define_metric("*", step_metric="meta_step")
+        except Exception as e:  # wandb is optional: never stop training for it
+            self._fail("could not start", e)
+
+    def _fail(self, what: str, error: BaseException) -> None:
+        logger.warning("wandb %s (%s: %s); continuing without wandb", what,
+                       type(error).__name__, str(error).splitlines()[0] if str(error) else "")
+        self.close(exit_code=1)
+
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
+        """Log the scalars with `meta_step` and `total_env_steps` as their own metrics."""
+        if self._run is None:
+            return
+        try:
+            self._run.log({"meta_step": meta_step, "total_env_steps": total_env_steps, **scalars})
+        except Exception as e:
+            self._fail("logging failed", e)
+
+    def close(self, exit_code: int = 0) -> None:
+        """Finish the wandb run."""
+        run, self._run = self._run, None
+        if run is not None:
+            try:
+                run.finish(exit_code=exit_code)
+            except Exception as e:
+                logger.warning("wandb finish failed (%s)", e)
+
+
+WRITERS = ("console", "csv", "tensorboard", "wandb")
+
+
+def build_reporter(
+    run_dir: StrPath,
+    *,
+    run_id: str,
+    writers: Sequence[str] = ("console", "csv", "tensorboard"),
+    config: Mapping[str, Any] | None = None,
+    resume_meta_step: int | None = None,
+    resume_env_steps: int | None = None,
+    console_every: int = 1,
+    extra_columns: Sequence[str] = (),
+    inner_columns: Sequence[str] | None = None,
+    wandb_project: str = "meta-harness",
+) -> StatsReporter:
+    """Build the run's reporter from writer names; `resume_*` = the last completed meta-step."""
+    unknown = sorted(set(writers) - set(WRITERS))
+    if unknown:
+        raise ValueError(f"unknown stats writers {unknown}; choose from {list(WRITERS)}")
+    run_dir = Path(run_dir)
+    chosen: list[StatsWriter] = []
+    if "console" in writers:
+        chosen.append(ConsoleWriter(console_every))
+    if "csv" in writers:
+        columns = [*META_STEP_COLUMNS, *(c for c in extra_columns if c not in META_STEP_COLUMNS)]
+        chosen.append(CSVWriter(run_dir / f"{META_STEPS_TABLE}.csv", columns,
+                                truncate_after=resume_meta_step))
+        if inner_columns is not None:
+            inner = ["meta_step", *(c for c in inner_columns if c != "meta_step")]
+            chosen.append(CSVWriter(run_dir / f"{INNER_UPDATES_TABLE}.csv", inner,
+                                    truncate_after=resume_meta_step))
+    if "tensorboard" in writers:
+        chosen.append(TensorBoardWriter(
+            run_dir / "tensorboard",
+            purge_step=None if resume_meta_step is None else resume_meta_step + 1,
+            purge_env_step=None if resume_env_steps is None else resume_env_steps + 1,
+        ))
+    if "wandb" in writers:
+        chosen.append(WandbWriter(run_dir, run_id, config, project=wandb_project))
+    return StatsReporter(chosen)

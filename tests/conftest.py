@@ -1,0 +1,33 @@
+"""Shared fixtures: the real Hydra composition, shrunk, with outputs under tmp_path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from meta.cli import CONFIG_DIR, register_configs
+from meta.config import Config
+
+TINY = ["experiment=tiny", "logger=quiet"]
+
+
+def compose_config(overrides: list[str]) -> Config:
+    """Compose conf/config.yaml with overrides, as meta-train does, into the dataclasses."""
+    register_configs()
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+@pytest.fixture
+def tiny_config(tmp_path: Path) -> Callable[..., Config]:
+    """A factory of tiny configs writing under tmp_path."""
+
+    def make(*overrides: str) -> Config:
+        return compose_config([*TINY, f"results_dir={tmp_path / 'results'}", *overrides])
+
+    return make

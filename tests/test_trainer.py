@@ -1,0 +1,181 @@
+"""meta-train in-process: run directory, status layout, resume bit-exactness, baselines."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from meta import reptile
+from meta.checkpoints import load_checkpoint
+from meta.config import Config
+from meta.ppo import inner_train
+from meta.rundir import RunError
+from meta.status import StatusError
+from meta.trainer import MetaTrainer, plan, train
+
+Factory = Callable[..., Config]
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, weights_only=True)
+
+
+def rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "meta_steps.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_run_directory_layout_and_status_format(tiny_config: Factory) -> None:
+    cfg = tiny_config("checkpoint.checkpoint_interval=1", "checkpoint.keep_checkpoints=2")
+    run_dir = train(cfg, "layout")
+    for name in (
+        "configuration.yaml",
+        "run_logs/training_status.json",
+        "run_logs/timers.json",
+        "meta_steps.csv",
+        "Brain/checkpoint.pt",
+        "Brain.pt",
+    ):
+        assert (run_dir / name).is_file(), name
+    kept = sorted(p.name for p in (run_dir / "Brain").glob("Brain-*.pt"))
+    assert kept == ["Brain-3.pt", "Brain-4.pt"]
+    status = json.loads((run_dir / "run_logs/training_status.json").read_text())
+    assert status["metadata"]["stats_format_version"] == "0.3.0"
+    assert {"mlagents_version", "torch_version"} <= set(status["metadata"])
+    brain = status["Brain"]
+    assert brain["meta_step"] == 4
+    assert [c["file_path"] for c in brain["checkpoints"]] == [
+        "Brain/Brain-3.pt",
+        "Brain/Brain-4.pt",
+    ]
+    for entry in [*brain["checkpoints"], brain["final_checkpoint"]]:
+        assert set(entry) == {
+            "steps",
+            "file_path",
+            "reward",
+            "creation_time",
+            "auxillary_file_paths",
+        }
+    table = rows(run_dir)
+    assert [int(r["meta_step"]) for r in table] == [0, 1, 2, 3]
+    assert {
+        "meta_step",
+        "task",
+        "task_params",
+        "inner_steps",
+        "mean_reward",
+        "success_rate",
+        "learning_rate",
+        "beta",
+        "epsilon",
+        "outer_lr",
+        "weight_delta_norm",
+        "wall_time_s",
+    } <= set(table[0])
+    assert float(table[0]["learning_rate"]) > float(table[3]["learning_rate"])
+    assert float(table[0]["outer_lr"]) > float(table[3]["outer_lr"])
+    timers = json.loads((run_dir / "run_logs/timers.json").read_text())
+    assert timers["metadata"]["timer_format_version"] == "0.1.0"
+
+
+def test_resume_is_bitwise_identical_to_an_uninterrupted_run(tiny_config: Factory) -> None:
+    straight = train(tiny_config("meta.meta_batch_size=2"), "straight")
+    cfg = tiny_config("meta.meta_batch_size=2")
+    trainer = MetaTrainer(plan(cfg, "interrupted"), "{}", {})
+    trainer.meta_step_once(0)
+    trainer.meta_step_once(1)
+    trainer.close()  # as after a crash or Ctrl-C between meta-steps
+    resumed = train(tiny_config("meta.meta_batch_size=2", "resume=true"), "interrupted")
+    a, b = weights(straight / "Brain.pt"), weights(resumed / "Brain.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [r["task_params"] for r in rows(straight)] == [r["task_params"] for r in rows(resumed)]
+
+
+def test_same_seed_same_weights_other_seed_other_weights(tiny_config: Factory) -> None:
+    a = weights(train(tiny_config("meta.steps=2"), "a") / "Brain.pt")
+    b = weights(train(tiny_config("meta.steps=2"), "b") / "Brain.pt")
+    c = weights(train(tiny_config("meta.steps=2", "seed=1"), "c") / "Brain.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_outer_lr_one_reproduces_sequential_fine_tuning(tiny_config: Factory) -> None:
+    cfg = tiny_config("meta.outer_lr=1.0", "meta.meta_batch_size=1", "meta.steps=3")
+    run_dir = train(cfg, "sequential")
+    checked = plan(cfg, "replay")
+    theta = MetaTrainer(checked, "{}", {}).theta
+    for k in range(3):
+        task = checked.sampler.sample(reptile.task_rng(cfg.seed, k))
+        seed = reptile.inner_seed(cfg.seed, k, 0)
+        env = checked.pool.env(task.family, task.params, seed)
+        theta = inner_train(
+            env,
+            theta,
+            cfg.network,
+            cfg.ppo,
+            seed=seed,
+            hyper=reptile.inner_hyper(cfg.ppo, cfg.meta, k),
+            stats_channel=env.stats_channel,
+        ).weights
+    final = weights(run_dir / "Brain.pt")
+    assert all(torch.equal(final[k], theta[k]) for k in final)
+
+
+def test_initialize_from_starts_at_that_runs_weights(tiny_config: Factory) -> None:
+    source = train(tiny_config("meta.steps=1"), "source")
+    cfg = tiny_config("initialize_from=source")
+    trainer = MetaTrainer(plan(cfg, "child"), "{}", {})
+    start = load_checkpoint(source / "Brain/checkpoint.pt")["theta"]
+    assert all(torch.equal(trainer.theta[k], start[k]) for k in start)
+    trainer.close()
+
+
+@pytest.mark.parametrize("algorithm", ["joint", "single"])
+def test_baselines_run_and_spend_reptiles_budget(tiny_config: Factory, algorithm: str) -> None:
+    run_dir = train(
+        tiny_config(
+            f"meta={algorithm}", "experiment=tiny", "meta.steps=2", "meta.meta_batch_size=2"
+        ),
+        algorithm,
+    )
+    table = rows(run_dir)
+    assert [r["algorithm"] for r in table] == [algorithm] * 2
+    assert all(int(r["inner_steps"]) >= 2 * 1024 for r in table)
+
+
+def test_existing_run_without_flags_is_refused_and_untouched(tiny_config: Factory) -> None:
+    run_dir = train(tiny_config("meta.steps=1"), "exists")
+    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
+    with pytest.raises(RunError, match="already exists"):
+        plan(tiny_config("meta.steps=1"), "exists")
+    assert before == {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
+
+
+def test_force_starts_over(tiny_config: Factory) -> None:
+    run_dir = train(tiny_config("meta.steps=2"), "again")
+    train(tiny_config("meta.steps=1", "force=true"), "again")
+    assert [int(r["meta_step"]) for r in rows(run_dir)] == [0]
+
+
+def test_resume_of_missing_run_and_broken_status(tiny_config: Factory) -> None:
+    with pytest.raises(RunError, match="does not exist"):
+        plan(tiny_config("resume=true"), "nothing")
+    run_dir = train(tiny_config("meta.steps=1"), "broken")
+    status = run_dir / "run_logs/training_status.json"
+    status.write_text("{not json")
+    with pytest.raises(StatusError, match="invalid JSON"):
+        plan(tiny_config("resume=true"), "broken")
+    status.write_text('{"Brain": {}}')
+    with pytest.raises(StatusError, match="metadata"):
+        plan(tiny_config("resume=true"), "broken")
+    assert status.read_text() == '{"Brain": {}}'
+
+
+def test_initialize_from_missing_run(tiny_config: Factory) -> None:
+    with pytest.raises(RunError, match="no weights"):
+        plan(tiny_config("initialize_from=ghost"), "child")
