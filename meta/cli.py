@@ -69,6 +69,7 @@ def run_id_of(cfg: DictConfig) -> str:
 def _train(cfg: DictConfig) -> None:
     from meta.trainer import MetaTrainer, plan
 
+    logging.basicConfig(format="[%(levelname)s] %(message)s", level=logging.INFO)
     run_id = run_id_of(cfg)
     try:
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]

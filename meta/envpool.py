@@ -75,11 +75,22 @@ class EnvPool:
             [self.env(family, params, seed + i, share) for i, (family, params) in enumerate(tasks)]
         )
 
-    def restart(self, family: str) -> None:
-        """Relaunch a family's build after a crash."""
-        build = self._builds.pop(family, None)
-        if build is not None:
-            build.close()
+    def release(self, env: BaseEnv) -> None:
+        """Done with an environment: native ones close, builds stay up for the next task."""
+        if self.cfg.backend == "native":
+            env.close()
+
+    def crash_types(self) -> tuple[type[BaseException], ...]:
+        """Exceptions that mean a build died (and can be restarted)."""
+        if self.cfg.backend != "unity":
+            return ()
+        from envs.unity import BuildCrashed
+
+        return (BuildCrashed,)
+
+    def restart_all(self) -> None:
+        """Drop every build; each is relaunched when next asked for."""
+        self.close()
 
     def close(self) -> None:
         """Close every build."""

@@ -7,7 +7,7 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +19,14 @@ from meta.checkpoints import CheckpointManager
 from meta.config import Config
 from meta.curriculum import EnvironmentParameters, parse_environment_parameters
 from meta.envpool import EnvPool
-from meta.ppo import SUCCESS_STAT, Hyper, InnerResult, inner_train, policy_for
+from meta.ppo import Hyper, InnerResult, inner_train, policy_for
 from meta.progress import Progress
+from meta.records import UPDATE_KEYS, MetaStep, extra_columns, nanmean, rows, scalars, update_rows
 from meta.rundir import BEHAVIOR, TIMERS_FILE, RunStart, check, open_run
-from meta.stats import StatsReporter, build_reporter
+from meta.stats import StatsReporter, build_reporter, new_wandb_id
 from meta.timers import TimerTree
 
 log = logging.getLogger(__name__)
-LESSON_COLUMNS_PREFIX = "lesson/"
 
 
 @dataclass
@@ -81,73 +81,70 @@ class MetaTrainer:
         )
         self.timers = TimerTree()
         self.last_reward: float | None = None
-        self.theta, self.meta_step, self.env_steps = self._initial_state(start)
-        writers = [
-            name
-            for name in ("console", "csv", "tensorboard", "wandb")
-            if getattr(self.cfg.logger, name)
-        ]
+        self.restarts = 0
+        self._initial_state(start)
         resumed = start.resume_state is not None
         self.reporter: StatsReporter = build_reporter(
             self.run_dir,
             run_id=plan.run_id,
-            writers=writers,
+            writers=[
+                w for w in ("console", "csv", "tensorboard", "wandb") if getattr(self.cfg.logger, w)
+            ],
             config=config_dict,
             resume_meta_step=self.meta_step - 1 if resumed else None,
             resume_env_steps=self.env_steps if resumed else None,
             console_every=self.cfg.logger.summary_freq,
-            extra_columns=self._extra_columns(),
+            extra_columns=extra_columns(self.plan.parameters.lesson_nums()),
             inner_columns=["update", "task", *UPDATE_KEYS]
             if self.cfg.logger.per_update_csv
             else None,
             wandb_project=self.cfg.logger.wandb_project,
+            wandb_id=self._wandb_id(),
         )
 
-    def _initial_state(self, start: RunStart) -> tuple[dict[str, torch.Tensor], int, int]:
+    def _wandb_id(self) -> str | None:
+        """The run's wandb id, kept in the status file so a resumed run continues it."""
+        if not self.cfg.logger.wandb:
+            return None
+        wandb_id = self.status.get(BEHAVIOR, "wandb_run_id")
+        if wandb_id is None:
+            wandb_id = new_wandb_id()
+            self.status.set(BEHAVIOR, "wandb_run_id", wandb_id)
+            self.status.save()
+        return str(wandb_id)
+
+    def _initial_state(self, start: RunStart) -> None:
         if start.resume_state is not None:
             state = start.resume_state
             self.plan.parameters.load_state_dict(state["parameters"])
-            return state["theta"], int(state["meta_step"]), int(state["env_steps"])
+            self.theta: dict[str, torch.Tensor] = state["theta"]
+            self.meta_step, self.env_steps = int(state["meta_step"]), int(state["env_steps"])
+            self.task_counts: dict[str, int] = dict(state["task_counts"])
+            return
+        self.meta_step, self.env_steps, self.task_counts = 0, 0, {}
         env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed, 1)
         theta = policy_for(env, self.cfg.network, seed=self.cfg.seed).state_dict()
         if self.cfg.env.backend == "native":
             env.close()
         if start.initial_weights is not None:
-            missing = set(theta) ^ set(start.initial_weights)
-            if missing:
+            differing = set(theta) ^ set(start.initial_weights)
+            if differing:
                 raise ValueError(
                     f"initialize_from={self.cfg.initialize_from}: weights do not match "
-                    f"this network (differing keys: {sorted(missing)[:3]})"
+                    f"this network (differing keys: {sorted(differing)[:3]})"
                 )
-            theta = {k: v.clone() for k, v in start.initial_weights.items()}
-        return {k: v.detach().clone() for k, v in theta.items()}, 0, 0
-
-    def _extra_columns(self) -> list[str]:
-        lessons = [LESSON_COLUMNS_PREFIX + name for name in self.plan.parameters.lesson_nums()]
-        return [
-            "algorithm",
-            "task_index",
-            "episodes",
-            "policy_loss",
-            "value_loss",
-            "entropy",
-            "theta_delta_norm",
-            "total_env_steps",
-            *lessons,
-            "env_params",
-        ]
+            theta = start.initial_weights
+        self.theta = {k: v.detach().clone() for k, v in theta.items()}
 
     def run(self) -> Path:
         """Train until meta.steps; returns the run directory."""
         total = self.cfg.meta.steps
         with Progress(total, self.meta_step, enabled=self.cfg.logger.console) as progress:
             while self.meta_step < total:
-                k = self.meta_step
                 with self.timers.scope("meta_step"):
-                    rows = self.meta_step_once(k)
-                progress.advance(
-                    rows[-1]["task"], rows[-1]["mean_reward"], rows[-1]["success_rate"]
-                )
+                    table = self.meta_step_once(self.meta_step)
+                last = table[-1]
+                progress.advance(last["task"], last["mean_reward"], last["success_rate"])
         self.finish()
         return self.run_dir
 
@@ -157,11 +154,9 @@ class MetaTrainer:
         with self.timers.scope("sample_tasks"):
             rng = reptile.task_rng(cfg.seed, k)
             env_params = self.plan.parameters.sample(rng)
-            tasks = [
-                self._with_env_params(self.plan.sampler.sample(rng), env_params)
-                for _ in range(self._tasks_per_step())
-            ]
-        hyper, outer_lr = self._hyper(k), reptile.outer_step_size(cfg.meta, k)
+            tasks = [self._task(rng, env_params) for _ in range(self._tasks_per_step())]
+        hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, k)
+        outer_lr = reptile.outer_step_size(cfg.meta, k)
         results = self._train(k, tasks, hyper)
         with self.timers.scope("interpolate"):
             if cfg.meta.algorithm == "reptile":
@@ -171,189 +166,156 @@ class MetaTrainer:
             else:
                 new_theta = results[0].weights
             theta_delta = reptile.distance(new_theta, self.theta)
-        rewards = [r.stats["Environment/Cumulative Reward"] for r in results]
-        lesson_changes = self.plan.parameters.update(
-            (k + 1) / cfg.meta.steps, {BEHAVIOR: [x for x in rewards if x == x]}
-        )
-        rows = self._rows(
+        step = MetaStep(
             k,
+            cfg.meta.algorithm,
             tasks,
             results,
             hyper,
             outer_lr,
             theta_delta,
             env_params,
+            self.plan.parameters.lesson_nums(),
             time.perf_counter() - started,
         )
+        rewards = [r.stats["Environment/Cumulative Reward"] for r in results]
         with deferred_interrupt(), self.timers.scope("commit"):
-            self.theta, self.meta_step = new_theta, k + 1
-            self.env_steps += int(sum(r.stats["steps"] for r in results))
-            self._commit(k, rows, results, outer_lr, theta_delta)
-        for name, lesson in lesson_changes.items():
+            changes = self.plan.parameters.update(
+                (k + 1) / cfg.meta.steps, {BEHAVIOR: [x for x in rewards if x == x]}
+            )
+            table = self._commit(step, new_theta)
+        names = self.plan.parameters.lesson_names()
+        for name, lesson in changes.items():
             log.info(
                 "Parameter %s moved to lesson %d (%s) after meta-step %d",
                 name,
                 lesson,
-                self.plan.parameters.lesson_names()[name],
+                names[name],
                 k,
             )
-        return rows
+        return table
 
     def _tasks_per_step(self) -> int:
         return 1 if self.cfg.meta.algorithm == "single" else self.cfg.meta.meta_batch_size
 
-    def _with_env_params(self, task: reptile.Task, env_params: dict[str, float]) -> reptile.Task:
+    def _task(self, rng: np.random.Generator, env_params: dict[str, float]) -> reptile.Task:
+        task = self.plan.sampler.sample(rng)
         if self.cfg.meta.algorithm == "single":
             # plain PPO keeps one task for the whole run, drawn once from the seed
             task = self.plan.sampler.sample(np.random.default_rng([self.cfg.seed, 0x51A6]))
         return reptile.Task(task.family, {**task.params, **env_params})
 
-    def _hyper(self, k: int) -> Hyper:
-        return reptile.inner_hyper(self.cfg.ppo, self.cfg.meta, k)
-
     def _train(self, k: int, tasks: list[reptile.Task], hyper: Hyper) -> list[InnerResult]:
+        """The meta-step's trainings; a crashed build is restarted and the step retried."""
+        crash_types = self.plan.pool.crash_types()
+        while True:
+            try:
+                return self._train_once(k, tasks, hyper)
+            except crash_types as crash:
+                self.restarts += 1
+                if self.restarts > self.cfg.env.max_restarts:
+                    raise RuntimeError(
+                        f"builds crashed {self.restarts} times (env.max_restarts="
+                        f"{self.cfg.env.max_restarts}); last: {crash}"
+                    ) from crash
+                log.warning(
+                    "A build crashed in meta-step %d (%s); restarting it and retrying "
+                    "the meta-step from theta",
+                    k,
+                    crash,
+                )
+                self.plan.pool.restart_all()
+
+    def _train_once(self, k: int, tasks: list[reptile.Task], hyper: Hyper) -> list[InnerResult]:
         cfg = self.cfg
         if cfg.meta.algorithm == "reptile":
-            return [self._inner(k, i, task, hyper) for i, task in enumerate(tasks)]
-        # joint and single continue theta itself for the same env-step budget as reptile's
-        # meta-batch, with constant schedules inside each chunk: annealing across chunks then
-        # makes the whole run one linearly-annealed PPO training, as ML-Agents would run it.
-        seed = reptile.inner_seed(cfg.seed, k, 0)
-        if cfg.meta.algorithm == "joint":
-            env = self.plan.pool.concat([(t.family, t.params) for t in tasks], seed)
+            jobs = [(reptile.inner_seed(cfg.seed, k, i), [t], cfg.ppo) for i, t in enumerate(tasks)]
         else:
-            env = self.plan.pool.env(tasks[0].family, tasks[0].params, seed)
-        ppo = _constant_schedules(cfg.ppo, cfg.ppo.max_steps * cfg.meta.meta_batch_size)
-        try:
-            result = inner_train(
-                env,
-                self.theta,
-                cfg.network,
-                ppo,
-                seed=seed,
-                hyper=hyper,
-                stats_channel=env.stats_channel,
-                timers=self.timers,
-                device=cfg.torch_device,
+            # joint and single continue theta itself for reptile's env-step budget, with
+            # constant schedules inside each chunk: annealing across chunks then makes the
+            # whole run one linearly-annealed PPO training, as ML-Agents would run it.
+            chunk = replace(
+                cfg.ppo,
+                max_steps=cfg.ppo.max_steps * cfg.meta.meta_batch_size,
+                learning_rate_schedule="constant",
+                beta_schedule="constant",
+                epsilon_schedule="constant",
             )
-        finally:
-            env.close()
-        return [result]
+            jobs = [(reptile.inner_seed(cfg.seed, k, 0), tasks, chunk)]
+        results = []
+        for seed, group, ppo in jobs:
+            env = self._env(group, seed)
+            try:
+                with self.timers.scope("inner_training"):
+                    results.append(
+                        inner_train(
+                            env,
+                            self.theta,
+                            cfg.network,
+                            ppo,
+                            seed=seed,
+                            hyper=hyper,
+                            stats_channel=env.stats_channel,
+                            timers=self.timers,
+                            device=cfg.torch_device,
+                        )
+                    )
+            finally:
+                self.plan.pool.release(env)
+        return results
 
-    def _inner(self, k: int, i: int, task: reptile.Task, hyper: Hyper) -> InnerResult:
-        seed = reptile.inner_seed(self.cfg.seed, k, i)
-        env = self.plan.pool.env(task.family, task.params, seed)
-        try:
-            with self.timers.scope("inner_training"):
-                return inner_train(
-                    env,
-                    self.theta,
-                    self.cfg.network,
-                    self.cfg.ppo,
-                    seed=seed,
-                    hyper=hyper,
-                    stats_channel=env.stats_channel,
-                    timers=self.timers,
-                    device=self.cfg.torch_device,
-                )
-        finally:
-            if self.cfg.env.backend == "native":
-                env.close()
+    def _env(self, tasks: list[reptile.Task], seed: int) -> Any:
+        """One task's environment, or all tasks' areas side by side for joint training."""
+        if len(tasks) > 1:
+            return self.plan.pool.concat([(t.family, t.params) for t in tasks], seed)
+        return self.plan.pool.env(tasks[0].family, tasks[0].params, seed)
 
-    def _rows(
-        self,
-        k: int,
-        tasks: list[reptile.Task],
-        results: list[InnerResult],
-        hyper: Hyper,
-        outer_lr: float,
-        theta_delta: float,
-        env_params: dict[str, float],
-        wall: float,
-    ) -> list[dict[str, Any]]:
-        lessons = {
-            LESSON_COLUMNS_PREFIX + n: v for n, v in self.plan.parameters.lesson_nums().items()
-        }
-        rows = []
-        for i, (task, result) in enumerate(zip(tasks, results, strict=False)):
-            s = result.stats
-            family = (
-                "+".join(sorted({t.family for t in tasks}))
-                if len(results) < len(tasks)
-                else task.family
-            )
-            rows.append(
-                {
-                    "meta_step": k,
-                    "task": family,
-                    "task_params": task.params_json(),
-                    "inner_steps": int(s["steps"]),
-                    "mean_reward": s["Environment/Cumulative Reward"],
-                    "success_rate": s[SUCCESS_STAT],
-                    "learning_rate": hyper.learning_rate,
-                    "beta": hyper.beta,
-                    "epsilon": hyper.epsilon,
-                    "outer_lr": outer_lr,
-                    "weight_delta_norm": reptile.distance(result.weights, self.theta),
-                    "wall_time_s": s["wall_time_s"] if len(results) > 1 else wall,
-                    "algorithm": self.cfg.meta.algorithm,
-                    "task_index": i,
-                    "episodes": int(s["episodes"]),
-                    "policy_loss": s["Losses/Policy Loss"],
-                    "value_loss": s["Losses/Value Loss"],
-                    "entropy": s["Policy/Entropy"],
-                    "theta_delta_norm": theta_delta,
-                    "total_env_steps": self.env_steps,
-                    **lessons,
-                    "env_params": ";".join(f"{n}={v:g}" for n, v in sorted(env_params.items())),
-                }
-            )
-        return rows
-
-    def _commit(
-        self,
-        k: int,
-        rows: list[dict[str, Any]],
-        results: list[InnerResult],
-        outer_lr: float,
-        theta_delta: float,
-    ) -> None:
-        for row in rows:
+    def _commit(self, step: MetaStep, new_theta: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+        """Apply and persist a finished meta-step: checkpoint and status, then the writers."""
+        table = rows(step, self.theta, self.env_steps)
+        self.theta, self.meta_step = new_theta, step.index + 1
+        self.env_steps += int(sum(r.stats["steps"] for r in step.results))
+        for row in table:
             row["total_env_steps"] = self.env_steps
+            self.task_counts[row["task"]] = self.task_counts.get(row["task"], 0) + 1
+        reward = nanmean(r["mean_reward"] for r in table)
+        self.last_reward = None if reward != reward else reward
         state = {
             "theta": self.theta,
             "meta_step": self.meta_step,
             "env_steps": self.env_steps,
+            "task_counts": dict(self.task_counts),
             "parameters": self.plan.parameters.state_dict(),
         }
-        reward = nanmean([r["mean_reward"] for r in rows])
-        self.last_reward = None if reward != reward else reward
         for name, lesson in self.plan.parameters.lesson_nums().items():
             self.status.set_lesson_num(name, lesson)
         self.status.set(BEHAVIOR, "env_steps", self.env_steps)
         with self.timers.scope("checkpoint"):
+            interval = self.cfg.checkpoint.checkpoint_interval
+            kept = self.meta_step % interval == 0 or self.meta_step == self.cfg.meta.steps
             self.checkpoints.save(
-                self.meta_step, state, self.last_reward, self.env_steps, kept=self._keeps(k)
+                self.meta_step, state, self.last_reward, self.env_steps, kept=kept
             )
-        self.reporter.write_rows("meta_steps", rows)
-        self.reporter.write(
-            k,
-            self.env_steps,
-            _scalars(rows, results, outer_lr, theta_delta, self.plan.parameters.lesson_nums()),
-        )
-
-    def _keeps(self, k: int) -> bool:
-        interval = self.cfg.checkpoint.checkpoint_interval
-        return (k + 1) % interval == 0 or k + 1 == self.cfg.meta.steps
+        self.reporter.write_rows("meta_steps", table)
+        if self.cfg.logger.per_update_csv:
+            self.reporter.write_rows("inner_updates", update_rows(step, table))
+        self.reporter.write(step.index, self.env_steps, scalars(step, table, self.task_counts))
+        return table
 
     def finish(self) -> None:
-        """Final weights, status and timers; close writers and builds."""
+        """Final weights (and ONNX when asked); then close."""
         self.checkpoints.save_final(self.theta, self.env_steps, self.last_reward)
         if self.cfg.checkpoint.export_onnx:
-            from meta.export import export_policy
-
-            export_policy(self.checkpoints, self.theta, self.cfg.network)
+            self._export_onnx()
         self.close()
+
+    def _export_onnx(self) -> None:
+        env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed, 1)
+        policy = policy_for(env, self.cfg.network)
+        self.plan.pool.release(env)
+        policy.load_state_dict(self.theta)
+        example = torch.zeros(1, policy.normalizer.mean.shape[0])
+        self.checkpoints.export_onnx(DeterministicActor(policy).eval(), example)
 
     def close(self) -> None:
         """Write timers, close writers and builds (also after an interruption)."""
@@ -362,10 +324,21 @@ class MetaTrainer:
         self.plan.pool.close()
 
 
+class DeterministicActor(torch.nn.Module):
+    """The policy's mean action, clipped to [-1, 1]: what a deployed build would run."""
+
+    def __init__(self, policy: torch.nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations to actions."""
+        action, _, _ = self.policy.act(obs, deterministic=True)
+        return torch.clamp(action, -1.0, 1.0)
+
+
 def train(cfg: Config, run_id: str) -> Path:
     """Validate, then run meta-training in-process (what meta-train does after composing)."""
-    from dataclasses import asdict
-
     from omegaconf import OmegaConf
 
     checked = plan(cfg, run_id)
@@ -376,63 +349,3 @@ def train(cfg: Config, run_id: str) -> Path:
     except BaseException:
         trainer.close()
         raise
-
-
-UPDATE_KEYS = [
-    "Losses/Policy Loss",
-    "Losses/Value Loss",
-    "Policy/Entropy",
-    "Policy/Learning Rate",
-    "Policy/Beta",
-    "Policy/Epsilon",
-]
-
-
-def nanmean(values: Any) -> float:
-    """Mean of the finite values; NaN (without a warning) when there are none."""
-    finite = [float(v) for v in values if v == v]
-    return float(np.mean(finite)) if finite else float("nan")
-
-
-def _constant_schedules(ppo: Any, max_steps: int) -> Any:
-    from dataclasses import replace
-
-    return replace(
-        ppo,
-        max_steps=max_steps,
-        learning_rate_schedule="constant",
-        beta_schedule="constant",
-        epsilon_schedule="constant",
-    )
-
-
-def _scalars(
-    rows: list[dict[str, Any]],
-    results: list[InnerResult],
-    outer_lr: float,
-    theta_delta: float,
-    lessons: dict[str, int],
-) -> dict[str, float]:
-    first = rows[0]
-    scalars = {
-        "Environment/Cumulative Reward": (nanmean([r["mean_reward"] for r in rows])),
-        "Environment/Episode Length": (
-            nanmean([r.stats["Environment/Episode Length"] for r in results])
-        ),
-        "Losses/Policy Loss": float(np.mean([r["policy_loss"] for r in rows])),
-        "Losses/Value Loss": float(np.mean([r["value_loss"] for r in rows])),
-        "Policy/Entropy": float(np.mean([r["entropy"] for r in rows])),
-        "Policy/Learning Rate": first["learning_rate"],
-        "Policy/Beta": first["beta"],
-        "Policy/Epsilon": first["epsilon"],
-        "Meta/Outer Learning Rate": outer_lr,
-        "Meta/Weight Delta Norm": theta_delta,
-        "Meta/Success Rate": (nanmean([r["success_rate"] for r in rows])),
-    }
-    for row in rows:
-        scalars[f"Meta/{row['task']}/Reward"] = row["mean_reward"]
-        scalars[f"Meta/{row['task']}/Success"] = row["success_rate"]
-        scalars[f"Meta/{row['task']}/Count"] = scalars.get(f"Meta/{row['task']}/Count", 0) + 1
-    if lessons:
-        scalars["Environment/Lesson"] = float(sum(lessons.values()))
-    return scalars

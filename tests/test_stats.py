@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from meta import stats
+from meta import stats_writers
 from meta.stats import (
     CUMULATIVE_REWARD,
     ENV_STEPS_PREFIX,
@@ -21,10 +21,9 @@ from meta.stats import (
     ConsoleWriter,
     CSVWriter,
     StatsReporter,
-    TensorBoardWriter,
-    WandbWriter,
     build_reporter,
 )
+from meta.stats_writers import TensorBoardWriter, WandbWriter
 
 
 def _row(step: int, **extra: Any) -> dict[str, Any]:
@@ -162,19 +161,19 @@ def test_wandb_offline_history_and_persisted_id(
     for key, value in {"WANDB_MODE": "offline", "WANDB_SILENT": "true",
                        "WANDB_DIR": str(tmp_path)}.items():
         monkeypatch.setenv(key, value)
-    writer = WandbWriter(tmp_path, "my-run", {"ppo": {"beta": 0.005}})
+    wandb_id = "abc12345"
+    writer = WandbWriter(tmp_path, "my-run", wandb_id, {"ppo": {"beta": 0.005}})
     for step in range(1, 4):
         writer.write(step, step * 100, {CUMULATIVE_REWARD: step / 2})
     writer.close()
 
-    wandb_id = (tmp_path / "wandb" / "wandb_run_id.txt").read_text().strip()
     (run_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{wandb_id}/run-{wandb_id}.wandb")
     history = _wandb_history(run_file)
     assert [h["meta_step"] for h in history] == [1, 2, 3]
     assert [h[CUMULATIVE_REWARD] for h in history] == [0.5, 1.0, 1.5]
     assert [h["total_env_steps"] for h in history] == [100, 200, 300]
 
-    resumed = WandbWriter(tmp_path, "my-run")
+    resumed = WandbWriter(tmp_path, "my-run", wandb_id)
     assert resumed._run is not None and resumed._run.id == wandb_id
     resumed.close()
 
@@ -185,9 +184,9 @@ def test_missing_wandb_only_warns(
     def no_wandb(name: str) -> None:
         raise ImportError(f"No module named {name!r}")
 
-    monkeypatch.setattr(stats.importlib, "import_module", no_wandb)
+    monkeypatch.setattr(stats_writers.importlib, "import_module", no_wandb)
     with caplog.at_level(logging.WARNING):
-        reporter = StatsReporter([WandbWriter(tmp_path, "r")])
+        reporter = StatsReporter([WandbWriter(tmp_path, "r", "id")])
     reporter.write(1, 1, {CUMULATIVE_REWARD: 1.0})
     reporter.close()
     assert "continuing without wandb" in caplog.text

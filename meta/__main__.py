@@ -1,0 +1,5 @@
+"""`python -m meta [overrides]`: meta-train."""
+
+from meta.cli import train_main
+
+train_main()

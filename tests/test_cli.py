@@ -1,0 +1,91 @@
+"""meta-train as users run it: one-line errors, nothing written, sweeps that do not collide."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+TINY = ["experiment=tiny", "logger=quiet"]
+
+
+def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "meta", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "WANDB_MODE": "offline"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("meta.foo=1", "Key 'foo' not in 'MetaConfig'"),
+        ("meta.steps=abc", "could not be converted to Integer"),
+        ("meta.steps=0", "meta.steps must be > 0"),
+        ("meta.tasks=[{name:FindTarget,weight:0}]", "weight must be > 0"),
+        ("meta.tasks=[{name:Jump,weight:1}]", "unknown task 'Jump'"),
+        ("meta.outer_lr=1.5", "meta.outer_lr must be in (0, 1]"),
+        ("resume=true", "does not exist"),
+        ("initialize_from=ghost", "has no weights"),
+    ],
+)
+def test_bad_input_is_one_line_nonzero_and_writes_nothing(
+    tmp_path: Path, override: str, message: str
+) -> None:
+    done = meta_train(override, *TINY, "results_dir=results", cwd=tmp_path)
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert done.stderr.startswith("meta-train: error: ") and message in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_run_is_refused_without_changes(tmp_path: Path) -> None:
+    assert meta_train(*TINY, "meta.steps=1", "run_id=r", cwd=tmp_path).returncode == 0
+    run_dir = tmp_path / "results" / "r"
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    done = meta_train(*TINY, "meta.steps=1", "run_id=r", cwd=tmp_path)
+    assert done.returncode != 0 and "already exists" in done.stderr
+    assert done.stderr.strip().count("\n") == 0
+    assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path) -> None:
+    done = meta_train(
+        "--multirun", "seed=0,1", "meta.outer_lr=0.1,1.0", *TINY, "meta.steps=1", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    runs = sorted(p.name for p in (tmp_path / "results").iterdir())
+    assert len(runs) == 4, runs
+    assert all((tmp_path / "results" / r / "Brain.pt").is_file() for r in runs)
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_the_last_completed_meta_step_and_says_how_to_resume(
+    tmp_path: Path,
+) -> None:
+    args = [sys.executable, "-m", "meta", *TINY, "meta.steps=200", "run_id=stop"]
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    status = tmp_path / "results" / "stop" / "Brain" / "checkpoint.pt"
+    deadline = time.monotonic() + 120
+    while not status.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert "resume=true" in err and "run_id=stop" in err
+    resumed = meta_train(
+        *TINY, "meta.steps=200", "run_id=stop", "resume=true", "meta.steps=3", cwd=tmp_path
+    )
+    assert resumed.returncode == 0, resumed.stderr
