@@ -112,3 +112,39 @@ def train_main() -> None:
     register_configs()
     precheck("meta-train", sys.argv[1:])
     _hydra(_train)()
+
+
+EVAL_KEYS = ("run_id", "results_dir", "seed", "torch_device", "torch_threads", "eval", "hydra")
+
+
+def _eval(cfg: DictConfig) -> None:
+    from meta.eval_plot import table
+    from meta.evaluate import evaluate, plan
+
+    try:
+        config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+        _set_threads(config)
+        checked = plan(config, config.run_id)
+    except Exception as error:  # all of it is about the input; nothing is written yet
+        fail("meta-eval", error)
+    try:
+        cells = evaluate(checked)
+    except KeyboardInterrupt:
+        fail("meta-eval", "interrupted before writing results; run it again to start over", 130)
+    print(table(cells, config.eval.threshold, config.eval.confidence))
+    print(f"meta-eval: done. Results in {checked.out_dir} (adaptation.csv, summary.csv, .png)")
+
+
+def eval_main() -> None:
+    """`meta-eval run_id=<run> [eval.* seed=... results_dir=...]`."""
+    register_configs()
+    for arg in sys.argv[1:]:
+        key = arg.lstrip("+~").split("=")[0].split(".")[0]
+        if not arg.startswith("-") and key not in EVAL_KEYS:
+            fail(
+                "meta-eval",
+                f"{arg}: the run's configuration.yaml decides {key}.*; "
+                f"meta-eval takes {', '.join(EVAL_KEYS[:-1])}.* overrides",
+            )
+    precheck("meta-eval", sys.argv[1:])
+    _hydra(_eval)()

@@ -41,8 +41,18 @@ WEIGHT_DELTA_NORM = "Meta/Weight Delta Norm"
 META_STEPS_TABLE = "meta_steps"
 INNER_UPDATES_TABLE = "inner_updates"
 META_STEP_COLUMNS = (
-    "meta_step", "task", "task_params", "inner_steps", "mean_reward", "success_rate",
-    "learning_rate", "beta", "epsilon", "outer_lr", "weight_delta_norm", "wall_time_s",
+    "meta_step",
+    "task",
+    "task_params",
+    "inner_steps",
+    "mean_reward",
+    "success_rate",
+    "learning_rate",
+    "beta",
+    "epsilon",
+    "outer_lr",
+    "weight_delta_norm",
+    "wall_time_s",
 )
 ENV_STEPS_PREFIX = "EnvSteps/"
 CONSOLE_LABELS = {
@@ -57,9 +67,7 @@ CONSOLE_LABELS = {
 class StatsWriter(Protocol):
     """What the reporter calls: scalars of a meta-step, rows of a table, close at the end."""
 
-    def write(
-        self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]
-    ) -> None: ...
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None: ...
 
     def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
 
@@ -130,8 +138,9 @@ class ConsoleWriter(NullWriter):
             f"Env steps: {total_env_steps}",
             f"Time Elapsed: {time.monotonic() - self._start:.1f} s",
         ]
-        parts += [f"{label}: {scalars[tag]:.4g}" for tag, label in self.labels.items()
-                  if tag in scalars]
+        parts += [
+            f"{label}: {scalars[tag]:.4g}" for tag, label in self.labels.items() if tag in scalars
+        ]
         logger.info(". ".join(parts) + ".")
 
 
@@ -187,8 +196,11 @@ class CSVWriter(NullWriter):
             raise ValueError(f"{self.path}: header {rows[0]} differs from columns {self.columns}")
         if truncate_after is not None:
             i = self.columns.index(self.step_column)
-            rows[1:] = [row for row in rows[1:]
-                        if len(row) == len(self.columns) and _step(row[i]) <= truncate_after]
+            rows[1:] = [
+                row
+                for row in rows[1:]
+                if len(row) == len(self.columns) and _step(row[i]) <= truncate_after
+            ]
         if complete != text or truncate_after is not None:
             out = io.StringIO()
             csv.writer(out, lineterminator="\n").writerows(rows)
@@ -254,23 +266,30 @@ def build_reporter(
         chosen.append(ConsoleWriter(console_every))
     if "csv" in writers:
         columns = [*META_STEP_COLUMNS, *(c for c in extra_columns if c not in META_STEP_COLUMNS)]
-        chosen.append(CSVWriter(run_dir / f"{META_STEPS_TABLE}.csv", columns,
-                                truncate_after=resume_meta_step))
+        chosen.append(
+            CSVWriter(run_dir / f"{META_STEPS_TABLE}.csv", columns, truncate_after=resume_meta_step)
+        )
         if inner_columns is not None:
             inner = ["meta_step", *(c for c in inner_columns if c != "meta_step")]
-            chosen.append(CSVWriter(run_dir / f"{INNER_UPDATES_TABLE}.csv", inner,
-                                    truncate_after=resume_meta_step))
+            chosen.append(
+                CSVWriter(
+                    run_dir / f"{INNER_UPDATES_TABLE}.csv", inner, truncate_after=resume_meta_step
+                )
+            )
     if "tensorboard" in writers:
         from meta.stats_writers import TensorBoardWriter
 
-        chosen.append(TensorBoardWriter(
-            run_dir / "tensorboard",
-            purge_step=None if resume_meta_step is None else resume_meta_step + 1,
-            purge_env_step=None if resume_env_steps is None else resume_env_steps + 1,
-        ))
+        chosen.append(
+            TensorBoardWriter(
+                run_dir / "tensorboard",
+                purge_step=None if resume_meta_step is None else resume_meta_step + 1,
+                purge_env_step=None if resume_env_steps is None else resume_env_steps + 1,
+            )
+        )
     if "wandb" in writers:
         from meta.stats_writers import WandbWriter
 
-        chosen.append(WandbWriter(run_dir, run_id, wandb_id or new_wandb_id(), config,
-                                  project=wandb_project))
+        chosen.append(
+            WandbWriter(run_dir, run_id, wandb_id or new_wandb_id(), config, project=wandb_project)
+        )
     return StatsReporter(chosen)

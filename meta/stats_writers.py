@@ -31,8 +31,11 @@ class TensorBoardWriter(NullWriter):
         log_dir = Path(log_dir)
         self._writers = [SummaryWriter(str(log_dir), purge_step=purge_step, flush_secs=flush_secs)]
         if env_steps_axis:
-            self._writers.append(SummaryWriter(
-                str(log_dir / "env_steps"), purge_step=purge_env_step, flush_secs=flush_secs))
+            self._writers.append(
+                SummaryWriter(
+                    str(log_dir / "env_steps"), purge_step=purge_env_step, flush_secs=flush_secs
+                )
+            )
         self._files: list[Any] = [w.file_writer for w in self._writers]
 
     def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
@@ -54,8 +57,12 @@ class TensorBoardWriter(NullWriter):
 def _summary(scalars: Mapping[str, float], prefix: str) -> Any:
     from tensorboard.compat.proto.summary_pb2 import Summary
 
-    return Summary(value=[Summary.Value(tag=prefix + tag, simple_value=float(value))
-                          for tag, value in scalars.items()])
+    return Summary(
+        value=[
+            Summary.Value(tag=prefix + tag, simple_value=float(value))
+            for tag, value in scalars.items()
+        ]
+    )
 
 
 class WandbWriter(NullWriter):
@@ -77,8 +84,14 @@ class WandbWriter(NullWriter):
             wandb = importlib.import_module("wandb")
             mode = os.environ.get("WANDB_MODE") or "offline"
             self._run = wandb.init(
-                project=project, entity=entity, group=group, name=run_id, id=wandb_id,
-                config=dict(config or {}), dir=str(run_dir), mode=mode,
+                project=project,
+                entity=entity,
+                group=group,
+                name=run_id,
+                id=wandb_id,
+                config=dict(config or {}),
+                dir=str(run_dir),
+                mode=mode,
                 # wandb cannot resume offline runs: it would warn and start afresh anyway.
                 resume=None if mode in ("offline", "dryrun", "disabled") else "allow",
                 settings=wandb.Settings(console="off"),
@@ -89,8 +102,12 @@ class WandbWriter(NullWriter):
             self._fail("could not start", e)
 
     def _fail(self, what: str, error: BaseException) -> None:
-        logger.warning("wandb %s (%s: %s); continuing without wandb", what,
-                       type(error).__name__, str(error).splitlines()[0] if str(error) else "")
+        logger.warning(
+            "wandb %s (%s: %s); continuing without wandb",
+            what,
+            type(error).__name__,
+            str(error).splitlines()[0] if str(error) else "",
+        )
         self.close(exit_code=1)
 
     def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:

@@ -27,8 +27,8 @@ def test_spawn_observes_object_and_goal_apart() -> None:
 
 def test_pickup_then_delivery() -> None:
     env = envs.make("CarryObject", num_areas=2, shaping=0.0, carry_speed=0.5, max_step=100)
-    core = env.core  # type: ignore[attr-defined]
-    core.pos[0] = core.objective[0]
+    core = env.core
+    core.pos[:, 0] = core.objective[:, 0]
     env.step()
     decisions, terminals = env.get_steps(B)
     obs = decisions.obs[0]
@@ -39,7 +39,7 @@ def test_pickup_then_delivery() -> None:
     env.step()
     velocity = env.get_steps(B)[0].obs[0][:, 2:4]
     assert velocity[0].tolist() == pytest.approx([0.5, 0.0])
-    core.pos[0] = core.goal[0]
+    core.pos[:, 0] = core.goal[:, 0]
     env.step()
     decisions, terminals = env.get_steps(B)
     assert terminals.agent_id.tolist() == [0] and terminals.interrupted.tolist() == [False]
@@ -49,18 +49,18 @@ def test_pickup_then_delivery() -> None:
 
 def test_reaching_the_goal_without_the_object_is_not_success() -> None:
     env = envs.make("CarryObject")
-    core = env.core  # type: ignore[attr-defined]
-    core.pos[0] = core.goal[0]
+    core = env.core
+    core.pos[:, 0] = core.goal[:, 0]
     env.step()
     assert len(env.get_steps(B)[1]) == 0
 
 
 def test_pickup_changes_the_shaping_potential_by_at_most_one_radius_more_than_a_move() -> None:
     env = envs.make("CarryObject", num_areas=512, seed=9, arena_size=30.0)
-    core = env.core  # type: ignore[attr-defined]
+    core = env.core
     angle = np.random.default_rng(0).uniform(0, 2 * np.pi, 512)
     near = (np.stack([np.cos(angle), np.sin(angle)], 1) * 1.1).astype(np.float32)
-    core.pos[:] = core.objective + near
+    core.pos[:] = core.objective + near.T
     env.step()
     env.set_actions(B, act(-near / 1.1))
     env.step()

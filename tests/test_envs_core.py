@@ -44,7 +44,7 @@ def test_uniforms_are_float32_in_unit_interval_and_depend_on_every_counter() -> 
 
 def test_spread_and_norm() -> None:
     u = np.array([[0.0, 0.5, 0.75, 0.25]], np.float32)
-    points = spread(u, np.array([4.0], np.float32))
+    points = spread(u, np.float32(4.0))
     assert points.tolist() == [[[-4.0, 0.0], [2.0, -2.0]]]
     assert norm(np.array([[3.0, 4.0]], np.float32)).tolist() == [5.0]
 
@@ -53,15 +53,15 @@ def test_pick_far_takes_first_far_enough_candidate_else_shifts_towards_the_centr
     candidates = np.array([[[0.5, 0], [3, 0], [5, 0]], [[0.1, 0], [0.2, 0], [0.3, 0]],
                            [[-2, 1], [-2, 1], [-2, 1]]], np.float32)
     anchor = np.array([[0, 0], [0, 0], [-2, 1]], np.float32)
-    picked = pick_far(candidates, anchor, np.array([2.0, 2.0, 1.5], np.float32))
-    assert picked.tolist() == [[3.0, 0.0], [-2.0, 0.0], [-0.5, 1.0]]
+    picked = pick_far(candidates, anchor, np.float32(2.0))
+    assert picked.tolist() == [[3.0, 0.0], [-2.0, 0.0], [0.0, 1.0]]
 
 
 def _run(name: str, num_areas: int, seed: int, noise: np.ndarray,
          switch_at: int) -> list[tuple[np.ndarray, ...]]:
     """Steps of a noisy greedy policy; parameters change mid-run. Per step: the step data."""
     env = envs.make(name, num_areas=num_areas, seed=seed, max_step=60)
-    out = []
+    out: list[tuple[np.ndarray, ...]] = []
     obs = env.get_steps(B)[0].obs[0]
     for t, shake in enumerate(noise):
         if t == switch_at:
@@ -77,11 +77,11 @@ def _run(name: str, num_areas: int, seed: int, noise: np.ndarray,
 
 @pytest.mark.parametrize("name", ["FindTarget", "CarryObject"])
 def test_n_areas_equal_n_one_area_envs_bitwise(name: str) -> None:
-    n, steps, seed = 4, 200, 11
+    n, steps, seed = 37, 200, 11  # 37 areas: vectorised loops and their scalar tails both run
     noise = np.random.default_rng(0).uniform(-1.0, 1.0, (steps, n, 2)).astype(np.float32)
     batched = _run(name, n, seed, noise, switch_at=45)
-    ended, won = 0, 0
-    for i in range(n):
+    won = 0
+    for i in (0, 1, 18, 36):
         single = _run(name, 1, seed + i, noise[:, i:i + 1], switch_at=45)
         for t in range(steps):
             obs, reward, ids, t_obs, t_reward, t_interrupted = batched[t]
@@ -93,9 +93,10 @@ def test_n_areas_equal_n_one_area_envs_bitwise(name: str) -> None:
             assert t_obs[mine].tobytes() == s_t_obs.tobytes()
             assert t_reward[mine].tobytes() == s_t_reward.tobytes()
             assert t_interrupted[mine].tolist() == s_interrupted.tolist()
-            ended += int(mine.sum())
             won += int((~s_interrupted).sum())
-    assert won >= 2 * n and ended > won
+    assert won >= 8
+    interrupted = np.concatenate([step[5] for step in batched])
+    assert interrupted.any() and not interrupted.all()
 
 
 @pytest.mark.parametrize("name", ["FindTarget", "CarryObject"])

@@ -42,13 +42,13 @@ def test_recorded_episodes_are_read_as_stats_and_reset() -> None:
 
 def test_env_reports_success_and_length_per_finished_episode() -> None:
     env = envs.make("FindTarget", num_areas=3, max_step=20)
-    core = env.core  # type: ignore[attr-defined]
+    core = env.core
     for _ in range(4):
         env.step()
-    core.pos[2] = core.objective[2]
+    core.pos[:, 2] = core.objective[:, 2]
     env.step()
     for _ in range(15):
         env.step()
-    stats = env.stats_channel.get_and_reset_stats()  # type: ignore[attr-defined]
+    stats = env.stats_channel.get_and_reset_stats()
     assert sorted(stats[SUCCESS]) == [(0.0, AVERAGE), (0.0, AVERAGE), (1.0, AVERAGE)]
     assert sorted(v for v, _ in stats[EPISODE_LENGTH]) == [5.0, 20.0, 20.0]

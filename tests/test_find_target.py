@@ -18,8 +18,8 @@ def act(values: np.ndarray | list) -> ActionTuple:
 
 def test_agent_on_the_target_succeeds_with_plus_one_and_is_terminal() -> None:
     env = envs.make("FindTarget", num_areas=2, shaping=0.0, max_step=50)
-    core = env.core  # type: ignore[attr-defined]
-    core.pos[1] = core.objective[1]
+    core = env.core
+    core.pos[:, 1] = core.objective[:, 1]
     env.step()
     decisions, terminals = env.get_steps(B)
     assert terminals.agent_id.tolist() == [1] and terminals.interrupted.tolist() == [False]
@@ -39,9 +39,9 @@ def test_spawn_keeps_agent_and_target_apart_and_inside_the_arena() -> None:
 def test_hidden_goal_is_unobserved_and_fixed_per_task() -> None:
     env = envs.make("FindTarget", num_areas=64, hidden_goal=1, goal_x=0.5, goal_y=-0.25,
                     shaping=0.0)
-    core = env.core  # type: ignore[attr-defined]
+    core = env.core
     assert np.array_equal(env.get_steps(B)[0].obs[0][:, 4:9], np.zeros((64, 5)))
-    assert np.array_equal(core.objective, np.tile([2.5, -1.25], (64, 1)).astype(np.float32))
+    assert np.array_equal(core.objective, np.array([[2.5] * 64, [-1.25] * 64], np.float32))
     core.pos[:] = core.objective
     env.step()
     assert env.get_steps(B)[1].interrupted.tolist() == [False] * 64
@@ -53,7 +53,7 @@ def test_motor_rotation_changes_dynamics_not_observation_layout() -> None:
     before = plain.get_steps(B)[0].obs[0]
     assert np.array_equal(before, turned.get_steps(B)[0].obs[0])
     for env in (plain, turned):
-        env.core.pos[:] = 0.0  # type: ignore[attr-defined]
+        env.core.pos[:] = 0.0
         env.set_actions(B, act([[1.0, 0.0]]))
         env.step()
     a, b = plain.get_steps(B)[0].obs[0], turned.get_steps(B)[0].obs[0]
@@ -90,6 +90,6 @@ def test_random_policy_rarely_succeeds() -> None:
     for _ in range(200):
         env.set_actions(B, act(rng.uniform(-1, 1, (256, 2))))
         env.step()
-    stats = env.stats_channel.get_and_reset_stats()  # type: ignore[attr-defined]
+    stats = env.stats_channel.get_and_reset_stats()
     success = [v for v, _ in stats["Environment/Success"]]
     assert len(success) >= 256 and np.mean(success) < 0.2

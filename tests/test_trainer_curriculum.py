@@ -46,15 +46,26 @@ def test_resume_continues_in_the_stored_lesson(tiny_config: Factory) -> None:
     assert [r["lesson/arena_size"] for r in table(run_dir)] == ["0", "0", "1", "1"]
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ("{arena_size: {curriculum: [{name: A, value: 6.0}, {name: B, value: 8.0}]}}",
-     "completion_criteria"),
-    ("{arena_size: {sampler_type: beta, sampler_parameters: {}}}", "beta"),
-    ("{arena_size: {curriculum: [{name: A, value: 6.0, completion_criteria: {measure: progress,"
-     " behavior: Walker, threshold: 0.5}}, {name: B, value: 8.0}]}}", "Walker"),
-    ("{arena_size: {curriculum: [{name: A, value: 6.0, completion_criteria: {measure: progress,"
-     " behavior: Brain, threshold: 1.5}}, {name: B, value: 8.0}]}}", "threshold"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            "{arena_size: {curriculum: [{name: A, value: 6.0}, {name: B, value: 8.0}]}}",
+            "completion_criteria",
+        ),
+        ("{arena_size: {sampler_type: beta, sampler_parameters: {}}}", "beta"),
+        (
+            "{arena_size: {curriculum: [{name: A, value: 6.0, completion_criteria: "
+            "{measure: progress, behavior: Walker, threshold: 0.5}}, {name: B, value: 8.0}]}}",
+            "Walker",
+        ),
+        (
+            "{arena_size: {curriculum: [{name: A, value: 6.0, completion_criteria: "
+            "{measure: progress, behavior: Brain, threshold: 1.5}}, {name: B, value: 8.0}]}}",
+            "threshold",
+        ),
+    ],
+)
 def test_bad_curricula_fail_before_anything_is_written(
     tiny_config: Factory, section: str, message: str
 ) -> None:

@@ -15,9 +15,16 @@ from meta.config import Config
 from meta.trainer import MetaTrainer, plan, train
 
 Factory = Callable[..., Config]
-ML_AGENTS_TAGS = ("Environment/Cumulative Reward", "Environment/Episode Length",
-                  "Losses/Policy Loss", "Losses/Value Loss", "Policy/Learning Rate",
-                  "Policy/Beta", "Policy/Epsilon", "Policy/Entropy")
+ML_AGENTS_TAGS = (
+    "Environment/Cumulative Reward",
+    "Environment/Episode Length",
+    "Losses/Policy Loss",
+    "Losses/Value Loss",
+    "Policy/Learning Rate",
+    "Policy/Beta",
+    "Policy/Epsilon",
+    "Policy/Entropy",
+)
 
 
 def scalars(log_dir: Path) -> EventAccumulator:
@@ -45,7 +52,9 @@ def test_tensorboard_has_one_point_per_meta_step_under_ml_agents_names(
     assert steps == [1024, 2048, 3072, 4096]
     with (run_dir / "inner_updates.csv").open() as f:
         updates = list(csv.DictReader(f))
-    assert len(updates) == 4 * 2 and {"meta_step", "update", "Losses/Policy Loss"} <= set(updates[0])
+    assert len(updates) == 4 * 2 and {"meta_step", "update", "Losses/Policy Loss"} <= set(
+        updates[0]
+    )
 
 
 def test_timers_tree_is_ml_agents_format_and_children_fit_their_parent(
@@ -69,7 +78,8 @@ def test_timers_tree_is_ml_agents_format_and_children_fit_their_parent(
 
 
 def test_wandb_runs_offline_and_a_resumed_run_keeps_its_id(
-    tiny_config: Factory, monkeypatch: pytest.MonkeyPatch,
+    tiny_config: Factory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_SILENT", "true")
