@@ -121,8 +121,8 @@ class CheckpointManager:
             creation_time=time.time(),
         )
         if kept:
-            atomic_write_bytes(self.kept_path(meta_step), data)
-        atomic_write_bytes(self.latest_path, data)
+            atomic_write_bytes(self.kept_path(meta_step), data, self.status.durable)
+        atomic_write_bytes(self.latest_path, data, self.status.durable)
         if kept:
             self.status.add_checkpoint(self.behavior, entry)
         self.status.set(self.behavior, "meta_step", int(meta_step))

@@ -79,6 +79,8 @@ class TrainingStatus:
 
     def __init__(self, path: StrPath, state: dict[str, dict[str, Any]] | None = None) -> None:
         self.path = Path(path)
+        self.durable = True
+        """fsync each save (survives a power loss, not only a crash)."""
         self._state: dict[str, dict[str, Any]] = state if state is not None else {}
         self._state[METADATA] = current_metadata()
 
@@ -154,7 +156,7 @@ class TrainingStatus:
     def save(self) -> None:
         """Write the status atomically (the metadata block is refreshed to this process)."""
         self._state[METADATA] = current_metadata()
-        atomic_write_text(self.path, json.dumps(self._state, indent=4) + "\n")
+        atomic_write_text(self.path, json.dumps(self._state, indent=4) + "\n", durable=self.durable)
 
 
 def _check(path: Path, state: Any) -> None:
@@ -186,5 +188,8 @@ def _check(path: Path, state: Any) -> None:
         if metadata.get(lib) != current[lib]:
             logger.warning(
                 "%s was written with %s %s, running %s; some state may not resume exactly",
-                path, lib, metadata.get(lib), current[lib],
+                path,
+                lib,
+                metadata.get(lib),
+                current[lib],
             )

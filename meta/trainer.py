@@ -76,6 +76,7 @@ class MetaTrainer:
         start: RunStart = open_run(self.cfg, plan.run_id, config_yaml)
         self.run_dir: Path = start.run_dir
         self.status = start.status
+        self.status.durable = self.cfg.checkpoint.fsync
         self.checkpoints = CheckpointManager(
             self.run_dir, self.status, BEHAVIOR, self.cfg.checkpoint.keep_checkpoints
         )
