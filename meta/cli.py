@@ -128,7 +128,7 @@ def _eval(cfg: DictConfig) -> None:
     except Exception as error:  # all of it is about the input; nothing is written yet
         fail("meta-eval", error)
     try:
-        cells = evaluate(checked)
+        cells = evaluate(checked, progress=True)
     except KeyboardInterrupt:
         fail("meta-eval", "interrupted before writing results; run it again to start over", 130)
     print(table(cells, config.eval.threshold, config.eval.confidence))

@@ -118,6 +118,8 @@ class MetaConfig:
     """Tasks trained per meta-step; theta moves towards their mean."""
     tasks: list[TaskConfig] = field(default_factory=_default_tasks)
     """Families with weights and parameter overrides."""
+    joint_tasks: int = 4
+    """joint: tasks sampled per chunk, their areas side by side (the budget stays reptile's)."""
     anneal: bool = True
     """Anneal the inner learning_rate, beta and epsilon as x0*(1-k/K) across meta-steps."""
     learning_rate_floor: float = 1.0e-10
@@ -144,6 +146,7 @@ class MetaConfig:
             )
         _positive("meta.steps", self.steps)
         _positive("meta.meta_batch_size", self.meta_batch_size)
+        _positive("meta.joint_tasks", self.joint_tasks)
         if not 0.0 < self.outer_lr <= 1.0:
             raise ValueError(f"meta.outer_lr must be in (0, 1], got {self.outer_lr}")
         if not 0.0 <= self.final_outer_lr <= 1.0:

@@ -197,7 +197,8 @@ class MetaTrainer:
         return table
 
     def _tasks_per_step(self) -> int:
-        return 1 if self.cfg.meta.algorithm == "single" else self.cfg.meta.meta_batch_size
+        meta = self.cfg.meta
+        return {"single": 1, "joint": meta.joint_tasks}.get(meta.algorithm, meta.meta_batch_size)
 
     def _task(self, rng: np.random.Generator, env_params: dict[str, float]) -> reptile.Task:
         task = self.plan.sampler.sample(rng)

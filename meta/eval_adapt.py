@@ -1,0 +1,215 @@
+"""meta-eval's measurements: held-out tasks, adaptation by inner PPO, episodes without training."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from mlagents_envs.base_env import ActionTuple, BaseEnv
+
+from meta.config import Config, EvalConfig, PPOConfig, TaskConfig
+from meta.curriculum import EnvironmentParameters
+from meta.envpool import EnvPool
+from meta.eval_stats import Measurement
+from meta.policy import Policy
+from meta.ppo import policy_for
+from meta.ppo import train as ppo_train
+from meta.reptile import Task, TaskSampler
+
+Weights = dict[str, torch.Tensor]
+SPLITS = ("train", "test")
+BEHAVIOR = "Brain"
+_TASKS, _ADAPT, _MEASURE = 0x7E57, 0xADA7, 0xE7A1
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """A task to adapt to: its split, its index within (family, split), its parameters."""
+
+    split: str
+    index: int
+    task: Task
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every adaptation shares: the run's network and PPO, and meta-eval's options."""
+
+    run: Config
+    eval: EvalConfig
+    seed: int
+    device: str = "cpu"
+
+    def steps_per_update(self, agents: int) -> int:
+        """Agent-steps one update collects (the buffer rounded up to whole rounds of agents)."""
+        return math.ceil(self.eval.buffer_size / agents) * agents
+
+    def ppo(self, agents: int) -> PPOConfig:
+        """The run's PPO, its starting lr, beta and epsilon held constant, meta-eval's buffer."""
+        return replace(
+            self.run.ppo,
+            buffer_size=self.eval.buffer_size,
+            batch_size=min(self.run.ppo.batch_size, self.eval.buffer_size),
+            max_steps=max(max(self.eval.budgets), 1) * self.steps_per_update(agents),
+            learning_rate_schedule="constant",
+            beta_schedule="constant",
+            epsilon_schedule="constant",
+        )
+
+
+def derived_seed(seed: int, split: str, family: str, *more: int) -> int:
+    """A seed that is a pure function of meta-eval's seed and what it is for."""
+    words = [seed, SPLITS.index(split), zlib.crc32(family.encode()), *more]
+    return int(np.random.SeedSequence(words).generate_state(1)[0])
+
+
+def family_configs(tasks: list[TaskConfig]) -> list[TaskConfig]:
+    """The run's families, once each (the first entry of a family keeps its overrides)."""
+    seen: dict[str, TaskConfig] = {}
+    for task in tasks:
+        seen.setdefault(task.name, replace(task, weight=1.0))
+    return list(seen.values())
+
+
+def sample_tasks(
+    setting: Setting, parameters: EnvironmentParameters
+) -> dict[tuple[str, str], list[EvalTask]]:
+    """tasks_per_family tasks per (family, split), from streams training never draws from.
+
+    `train` tasks get the run's environment parameters as training did (they win); `test`
+    tasks keep their held-out ranges, environment parameters filling in the others only.
+    Values that meta.tasks[*].params fixes or ranges are kept on both splits.
+    """
+    out: dict[tuple[str, str], list[EvalTask]] = {}
+    for split in setting.eval.splits:
+        for family in family_configs(setting.run.meta.tasks):
+            sampler = TaskSampler([family], split)
+            rng = np.random.default_rng(derived_seed(setting.seed, split, family.name, _TASKS))
+            tasks = []
+            for i in range(setting.eval.tasks_per_family):
+                task, env_params = sampler.sample(rng), parameters.sample(rng)
+                merged = (
+                    {**task.params, **env_params}
+                    if split == "train"
+                    else {**env_params, **task.params}
+                )
+                tasks.append(EvalTask(split, i, Task(task.family, merged)))
+            out[family.name, split] = tasks
+    return out
+
+
+def adapt(
+    pool: EnvPool, setting: Setting, job: EvalTask, method: str, start: Weights | None, seed: int
+) -> list[Measurement]:
+    """Adapt from `start` (None: a fresh random init) and measure at every budget."""
+    ev, task = setting.eval, job.task
+    adapt_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _ADAPT)
+    budgets = set(ev.budgets)
+    env = pool.env(task.family, task.params, adapt_seed)
+    try:
+        env.reset()
+        agents = len(env.get_steps(BEHAVIOR)[0])
+        policy = policy_for(env, setting.run.network, seed=adapt_seed).to(setting.device)
+        if start is not None:
+            policy.load_state_dict(start)
+        snapshots = {0: _copy(policy)} if 0 in budgets else {}
+
+        def snapshot(update: int, _: Mapping[str, float]) -> None:
+            if update in budgets:
+                snapshots[update] = _copy(policy)
+
+        if max(budgets) > 0:
+            ppo_train(env, policy, setting.ppo(agents), seed=adapt_seed, on_update=snapshot)
+    finally:
+        if setting.run.env.backend == "native":
+            env.close()
+    measure_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _MEASURE)
+    rows = []
+    for budget in sorted(snapshots):
+        policy.load_state_dict(snapshots[budget])
+        reward, success, episodes = measure(pool, setting, task, policy, measure_seed)
+        rows.append(
+            Measurement(
+                method=method,
+                family=task.family,
+                split=job.split,
+                task=job.index,
+                seed=seed,
+                budget=budget,
+                env_steps=budget * setting.steps_per_update(agents),
+                mean_reward=reward,
+                success=success,
+                episodes=episodes,
+                task_params=task.params_json(),
+            )
+        )
+    return rows
+
+
+def measure(
+    pool: EnvPool, setting: Setting, task: Task, policy: Policy, seed: int
+) -> tuple[float, float, int]:
+    """Episodes of `policy` on a fresh environment (same seed: same episodes for every policy)."""
+    env = pool.env(task.family, task.params, seed, setting.eval.eval_episodes)
+    try:
+        generator = torch.Generator().manual_seed(seed)
+        return run_episodes(
+            env, policy, setting.eval.eval_episodes, setting.eval.deterministic, generator
+        )
+    finally:
+        if setting.run.env.backend == "native":
+            env.close()
+
+
+def run_episodes(
+    env: BaseEnv,
+    policy: Policy,
+    episodes: int,
+    deterministic: bool,
+    generator: torch.Generator,
+) -> tuple[float, float, int]:
+    """Mean return and success over the first ceil(episodes/areas) episodes of every area.
+
+    Counting whole first episodes per area keeps short (successful) episodes from being
+    over-represented. Success is an episode the task ended before max_step (not interrupted),
+    the only way the tasks end one early.
+    """
+    env.reset()
+    decision, _ = env.get_steps(BEHAVIOR)
+    ids = decision.agent_id.copy()
+    order = np.argsort(ids)
+    per_area = math.ceil(episodes / len(ids))
+    device = next(policy.parameters()).device
+    running = np.zeros(len(ids), np.float64)
+    done = np.zeros(len(ids), np.int64)
+    returns: list[np.ndarray] = []
+    successes: list[np.ndarray] = []
+    while (done < per_area).any():
+        obs = torch.from_numpy(decision.obs[0]).to(device)
+        with torch.inference_mode():
+            action = policy.act(obs, generator, deterministic=deterministic)[0]
+        env.set_actions(BEHAVIOR, ActionTuple(continuous=np.clip(action.cpu().numpy(), -1, 1)))
+        env.step()
+        decision, terminal = env.get_steps(BEHAVIOR)
+        reward = np.asarray(decision.reward, np.float64).copy()
+        if len(terminal) > 0:
+            idx = order[np.searchsorted(ids[order], terminal.agent_id)]
+            reward[idx] = terminal.reward
+            running += reward
+            counted = done[idx] < per_area
+            returns.append(running[idx[counted]])
+            successes.append(~terminal.interrupted[counted])
+            running[idx] = 0.0
+            done[idx] += 1
+        else:
+            running += reward
+    values = np.concatenate(returns)
+    return float(values.mean()), float(np.concatenate(successes).mean()), len(values)
+
+
+def _copy(policy: Policy) -> Weights:
+    return {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
