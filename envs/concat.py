@@ -76,26 +76,14 @@ class ConcatEnv(BaseEnv):
         """Concatenated decision and terminal steps, ids offset per child."""
         parts = [child.get_steps(behavior_name) for child in self.children]
         sizes = [len(d) for d, _ in parts]
-        ends = np.cumsum([0, *sizes])
+        offsets = np.cumsum([0, *sizes])[:-1]
         self._sizes[behavior_name] = sizes
-        self._offsets[behavior_name] = ends[:-1].tolist()
-        decision = DecisionSteps(
-            [np.concatenate([d.obs[i] for d, _ in parts]) for i in range(len(parts[0][0].obs))],
-            np.concatenate([d.reward for d, _ in parts]),
-            np.concatenate([d.agent_id + off for (d, _), off in zip(parts, ends, strict=False)]),
-            None,
-            np.concatenate([d.group_id for d, _ in parts]),
-            np.concatenate([d.group_reward for d, _ in parts]),
+        self._offsets[behavior_name] = offsets.tolist()
+        decisions, terminals = [d for d, _ in parts], [t for _, t in parts]
+        return (
+            concat_decisions(decisions, offset_ids(decisions, offsets)),
+            concat_terminals(terminals, offset_ids(terminals, offsets)),
         )
-        terminal = TerminalSteps(
-            [np.concatenate([t.obs[i] for _, t in parts]) for i in range(len(parts[0][1].obs))],
-            np.concatenate([t.reward for _, t in parts]),
-            np.concatenate([t.interrupted for _, t in parts]),
-            np.concatenate([t.agent_id + off for (_, t), off in zip(parts, ends, strict=False)]),
-            np.concatenate([t.group_id for _, t in parts]),
-            np.concatenate([t.group_reward for _, t in parts]),
-        )
-        return decision, terminal
 
     def set_actions(self, behavior_name: BehaviorName, action: ActionTuple) -> None:
         """Split the actions by child, in agent order of the last get_steps."""
@@ -127,3 +115,40 @@ class ConcatEnv(BaseEnv):
             raise ValueError("ConcatEnv.set_action_for_agent called before get_steps")
         child = int(np.searchsorted(offsets, agent_id, side="right")) - 1
         self.children[child].set_action_for_agent(behavior_name, agent_id - offsets[child], action)
+
+
+def offset_ids(
+    parts: Sequence[DecisionSteps | TerminalSteps], offsets: Sequence[int]
+) -> np.ndarray:
+    """The parts' agent ids, each part's shifted by its offset, concatenated."""
+    ids = [p.agent_id.astype(np.int64) + o for p, o in zip(parts, offsets, strict=True)]
+    return np.concatenate(ids).astype(np.int32)
+
+
+def concat_decisions(parts: Sequence[DecisionSteps], agent_ids: np.ndarray) -> DecisionSteps:
+    """Several DecisionSteps of one behavior as one, with the given agent ids."""
+    cat = np.concatenate
+    masks = None
+    if parts[0].action_mask is not None:
+        masks = [cat([p.action_mask[i] for p in parts]) for i in range(len(parts[0].action_mask))]
+    return DecisionSteps(
+        [cat([p.obs[i] for p in parts]) for i in range(len(parts[0].obs))],
+        cat([p.reward for p in parts]),
+        agent_ids,
+        masks,
+        cat([p.group_id for p in parts]),
+        cat([p.group_reward for p in parts]),
+    )
+
+
+def concat_terminals(parts: Sequence[TerminalSteps], agent_ids: np.ndarray) -> TerminalSteps:
+    """Several TerminalSteps of one behavior as one, with the given agent ids."""
+    cat = np.concatenate
+    return TerminalSteps(
+        [cat([p.obs[i] for p in parts]) for i in range(len(parts[0].obs))],
+        cat([p.reward for p in parts]),
+        cat([p.interrupted for p in parts]),
+        agent_ids,
+        cat([p.group_id for p in parts]),
+        cat([p.group_reward for p in parts]),
+    )

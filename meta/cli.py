@@ -75,7 +75,7 @@ def _train(cfg: DictConfig) -> None:
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
         _set_threads(config)
         checked = plan(config, run_id)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:
         fail("meta-train", error)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved["run_id"] = run_id  # type: ignore[index]

@@ -24,15 +24,17 @@ class EnvPool:
 
     def __init__(self, cfg: EnvConfig) -> None:
         self.cfg = cfg
+        self.log_folder: str | None = None
+        """Where builds write their -logFile (the run's run_logs once the run exists)."""
         self._builds: dict[str, Any] = {}
 
     def check(self, families: Sequence[str]) -> None:
-        """Fail before training when a needed build does not exist."""
+        """Fail before training when a needed build does not exist or cannot run."""
         if self.cfg.backend == "unity":
-            from envs import unity
+            from envs.unity import resolve_build
 
             for family in families:
-                unity.check_build(self.path(family))
+                resolve_build(family, self.path(family))
 
     def path(self, family: str) -> str:
         """The build path configured for a family."""
@@ -51,16 +53,22 @@ class EnvPool:
             return envs.make(family, num_areas=areas, seed=seed, **params)
         build = self._builds.get(family)
         if build is None:
-            from envs import unity
+            from envs.unity import UnityEnv
 
-            build = unity.UnityTaskEnv(
-                self.path(family),
+            # each family's workers keep their own ports: base_port + worker_id
+            families = sorted(self.cfg.path)
+            build = UnityEnv(
+                family,
+                path=self.path(family),
+                num_envs=self.cfg.num_envs,
                 num_areas=areas,
                 seed=seed,
-                num_envs=self.cfg.num_envs,
-                base_port=self.cfg.base_port + 100 * len(self._builds),
+                base_port=self.cfg.base_port,
+                worker_id=families.index(family) * self.cfg.num_envs,
                 timeout_wait=self.cfg.timeout_wait,
                 no_graphics=self.cfg.no_graphics,
+                log_folder=self.log_folder,
+                max_restarts=0,
             )
             self._builds[family] = build
         build.set_parameters(**params)

@@ -77,6 +77,7 @@ class MetaTrainer:
         self.run_dir: Path = start.run_dir
         self.status = start.status
         self.status.durable = self.cfg.checkpoint.fsync
+        plan.pool.log_folder = str(self.run_dir / "run_logs")
         self.checkpoints = CheckpointManager(
             self.run_dir, self.status, BEHAVIOR, self.cfg.checkpoint.keep_checkpoints
         )
@@ -123,10 +124,9 @@ class MetaTrainer:
             self.task_counts: dict[str, int] = dict(state["task_counts"])
             return
         self.meta_step, self.env_steps, self.task_counts = 0, 0, {}
-        env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed, 1)
+        env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed)
         theta = policy_for(env, self.cfg.network, seed=self.cfg.seed).state_dict()
-        if self.cfg.env.backend == "native":
-            env.close()
+        self.plan.pool.release(env)
         if start.initial_weights is not None:
             differing = set(theta) ^ set(start.initial_weights)
             if differing:
@@ -312,7 +312,7 @@ class MetaTrainer:
         self.close()
 
     def _export_onnx(self) -> None:
-        env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed, 1)
+        env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed)
         policy = policy_for(env, self.cfg.network)
         self.plan.pool.release(env)
         policy.load_state_dict(self.theta)
