@@ -7,6 +7,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from meta.config import NetworkConfig
 
@@ -74,12 +75,17 @@ class Policy(nn.Module):
         self.critic = mlp(obs_size, cfg.hidden_units, cfg.num_layers, 1, 1.0)
         self.log_std = nn.Parameter(torch.zeros(action_size))
 
-    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations as the networks see them (normalised and clipped when enabled)."""
         return self.normalizer(obs) if self.normalize else obs
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Action mean (batch, actions) and value (batch,) of features `x`."""
+        return _run(self.actor, x), _run(self.critic, x)[:, 0]
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(s), shape (batch,)."""
-        return self.critic(self._features(obs)).squeeze(-1)
+        return _run(self.critic, self.features(obs))[:, 0]
 
     def act(
         self,
@@ -88,28 +94,42 @@ class Policy(nn.Module):
         deterministic: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions; returns (action, log-prob, value) in one pass."""
-        x = self._features(obs)
-        mean = self.actor(x)
-        std = self.log_std.exp()
+        mean, value = self.heads(self.features(obs))
         if deterministic:
             action = mean
         else:
             noise = torch.randn(
                 mean.shape, generator=generator, device=mean.device, dtype=mean.dtype
             )
-            action = mean + std * noise
-        log_prob = gaussian_log_prob(action, mean, self.log_std)
-        return action, log_prob, self.critic(x).squeeze(-1)
+            action = mean + self.log_std.exp() * noise
+        return action, gaussian_log_prob(action, mean, self.log_std), value
 
     def evaluate(
         self, obs: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-prob of `action`, entropy (per sample) and value, for the PPO update."""
-        x = self._features(obs)
-        mean = self.actor(x)
+        log_prob, entropy, value = self.evaluate_features(self.features(obs), action)
+        return log_prob, entropy.expand(obs.shape[0]), value
+
+    def evaluate_features(
+        self, x: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """As `evaluate`, from features, with the entropy (state-independent) as a scalar."""
+        mean, value = self.heads(x)
         log_prob = gaussian_log_prob(action, mean, self.log_std)
-        entropy = (0.5 * (1.0 + LOG_2PI) + self.log_std).sum().expand(obs.shape[0])
-        return log_prob, entropy, self.critic(x).squeeze(-1)
+        return log_prob, (0.5 * (1.0 + LOG_2PI) + self.log_std).sum(), value
+
+    def frozen(self) -> FrozenPolicy:
+        """The current weights packed for acting; stale once the weights change."""
+        return FrozenPolicy(self)
+
+
+def _run(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """The MLP on `x`, without nn.Module dispatch."""
+    *hidden, last = (m for m in net if isinstance(m, nn.Linear))
+    for layer in hidden:
+        x = F.silu(F.linear(x, layer.weight, layer.bias))
+    return F.linear(x, last.weight, last.bias)
 
 
 def gaussian_log_prob(
@@ -118,6 +138,59 @@ def gaussian_log_prob(
     """Log-density of a diagonal Gaussian, summed over action dimensions."""
     z = (action - mean) * torch.exp(-log_std)
     return (-0.5 * z.square() - log_std - 0.5 * LOG_2PI).sum(-1)
+
+
+class FrozenPolicy:
+    """A policy's weights, transposed once, for many batched forward passes without autograd.
+
+    Collection calls the policy once per environment step with a small batch: there, the
+    per-call work (transposes, normaliser factors, module dispatch) costs as much as the math.
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        with torch.no_grad():
+            norm = policy.normalizer
+            self.shift = norm.mean.clone() if policy.normalize else None
+            self.scale = torch.rsqrt(norm.var + 1e-8)
+            self.actor = [_packed(m) for m in policy.actor if isinstance(m, nn.Linear)]
+            self.critic = [_packed(m) for m in policy.critic if isinstance(m, nn.Linear)]
+            self.std = policy.log_std.exp()
+            self.log_prob_base = -(policy.log_std + 0.5 * LOG_2PI).sum()
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """Policy.features, bitwise."""
+        if self.shift is None:
+            return obs
+        return torch.sub(obs, self.shift).mul_(self.scale).clamp_(-5.0, 5.0)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(s), shape (batch,)."""
+        with torch.inference_mode():
+            return _run_packed(self.critic, self.features(obs))[:, 0]
+
+    @torch.inference_mode()
+    def act(
+        self, obs: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions; returns (action, log-prob, value) as Policy.act does."""
+        x = self.features(obs)
+        mean, value = _run_packed(self.actor, x), _run_packed(self.critic, x)[:, 0]
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        action = torch.addcmul(mean, self.std, noise)
+        # (action - mean) / std is the noise itself: the log-density needs no subtraction
+        log_prob = noise.square_().sum(-1).mul_(-0.5).add_(self.log_prob_base)
+        return action, log_prob, value
+
+
+def _packed(layer: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+    return layer.weight.detach().t().contiguous(), layer.bias.detach().clone()
+
+
+def _run_packed(layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
+    *hidden, (weight, bias) = layers
+    for w, b in hidden:
+        x = F.silu(torch.addmm(b, x, w), inplace=True)
+    return torch.addmm(bias, x, weight)
 
 
 def make_policy(obs_size: int, action_size: int, cfg: NetworkConfig, seed: int) -> Policy:

@@ -13,6 +13,7 @@ from mlagents_envs.base_env import BaseEnv
 from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 from meta.config import NetworkConfig, PPOConfig
+from meta.flat_adam import FlatAdam
 from meta.policy import Policy, make_policy
 from meta.rollout import Collector, NullTimers, Rollout, Timers
 from meta.schedules import BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
@@ -60,11 +61,9 @@ def compute_gae(
     """
     deltas = rewards + gamma * next_values - values
     carry = gamma * lambd * (1.0 - boundaries)
-    advantages = torch.empty_like(deltas)
-    running = torch.zeros_like(deltas[0])
-    for t in range(deltas.shape[0] - 1, -1, -1):
-        running = deltas[t] + carry[t] * running
-        advantages[t] = running
+    advantages = deltas.clone()
+    for t in range(deltas.shape[0] - 2, -1, -1):
+        torch.addcmul(deltas[t], carry[t], advantages[t + 1], out=advantages[t])
     return advantages, advantages + values
 
 
@@ -87,7 +86,7 @@ def clipped_value_loss(
 
 def ppo_update(
     policy: Policy,
-    optimizer: torch.optim.Optimizer,
+    optimizer: torch.optim.Optimizer | FlatAdam,
     rollout: Rollout,
     cfg: PPOConfig,
     hyper: Hyper,
@@ -102,39 +101,34 @@ def ppo_update(
         cfg.gamma,
         cfg.lambd,
     )
-    flat = [
-        x.reshape(rollout.num_steps, *x.shape[2:])
-        for x in (
-            rollout.obs,
-            rollout.actions,
-            rollout.log_probs,
-            rollout.values,
-            advantages,
-            returns,
-        )
-    ]
+    n = rollout.num_steps
     device = next(policy.parameters()).device
-    flat = [x.to(device) for x in flat]
+    with torch.no_grad():
+        # The normaliser only moves between updates: normalise the buffer once.
+        features = policy.features(rollout.obs.reshape(n, -1).to(device))
+    columns = [
+        x.reshape(n, *x.shape[2:]).to(device)
+        for x in (rollout.actions, rollout.log_probs, rollout.values, advantages, returns)
+    ]
     for group in optimizer.param_groups:
         group["lr"] = hyper.learning_rate
     sums = np.zeros(3)
     count = 0
-    num_batches = max(rollout.num_steps // cfg.batch_size, 1)
+    num_batches = max(n // cfg.batch_size, 1)
     for _ in range(cfg.num_epoch):
-        order = torch.randperm(rollout.num_steps, generator=generator).to(device)
+        order = torch.randperm(n, generator=generator).to(device)
+        # Gather once per epoch; minibatches are then contiguous slices.
+        shuffled = [x.index_select(0, order) for x in (features, *columns)]
         for b in range(num_batches):
-            idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
-            obs, actions, old_lp, old_v, adv, ret = (x[idx] for x in flat)
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            log_probs, entropy_per_sample, values = policy.evaluate(obs, actions)
+            rows = slice(b * cfg.batch_size, (b + 1) * cfg.batch_size)
+            x, actions, old_lp, old_v, adv, ret = (column[rows] for column in shuffled)
+            std, mean = torch.std_mean(adv)
+            adv = (adv - mean) / (std + 1e-8)
+            log_probs, entropy, values = policy.evaluate_features(x, actions)
             policy_loss = clipped_policy_loss(log_probs, old_lp, adv, hyper.epsilon)
             value_loss = clipped_value_loss(values, old_v, ret, hyper.epsilon)
-            entropy = entropy_per_sample.mean()
             loss = policy_loss + cfg.value_coef * value_loss - hyper.beta * entropy
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-            optimizer.step()
+            _gradient_step(policy, optimizer, loss, cfg.max_grad_norm)
             sums += (policy_loss.item(), value_loss.item(), entropy.item())
             count += 1
     policy_loss, value_loss, entropy = sums / count
@@ -146,6 +140,23 @@ def ppo_update(
         "Policy/Beta": hyper.beta,
         "Policy/Epsilon": hyper.epsilon,
     }
+
+
+def _gradient_step(
+    policy: Policy,
+    optimizer: torch.optim.Optimizer | FlatAdam,
+    loss: torch.Tensor,
+    max_grad_norm: float,
+) -> None:
+    if isinstance(optimizer, FlatAdam):
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.clip_grad_norm(max_grad_norm)
+    else:
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
 
 
 def train(
@@ -181,28 +192,36 @@ def train(
         stats_channel.get_and_reset_stats()
     collector = Collector(env, behavior, policy, generator, cfg.time_horizon, timers)
     horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=hyper.learning_rate, eps=1e-7)
+    optimizer = FlatAdam(policy.parameters(), lr=hyper.learning_rate, eps=1e-7)
     steps, history = 0, []
-    while steps < budget:
-        current = Hyper(
-            decayed(
-                cfg.learning_rate_schedule, hyper.learning_rate, LEARNING_RATE_FLOOR, steps, budget
-            ),
-            decayed(cfg.beta_schedule, hyper.beta, BETA_FLOOR, steps, budget),
-            decayed(cfg.epsilon_schedule, hyper.epsilon, EPSILON_FLOOR, steps, budget),
-        )
-        rollout = collector.collect(horizon)
-        steps += rollout.num_steps
-        if policy.normalize:
-            policy.normalizer.update(
-                rollout.obs.reshape(rollout.num_steps, -1).to(collector.device)
-            )
-        with timers.scope("update"):
-            update = ppo_update(policy, optimizer, rollout, cfg, current, generator)
-        history.append(update)
-        if on_update is not None:
-            on_update(len(history), update)
+    try:
+        while steps < budget:
+            current = _scheduled(cfg, hyper, steps, budget)
+            rollout = collector.collect(horizon)
+            steps += rollout.num_steps
+            if policy.normalize:
+                policy.normalizer.update(
+                    rollout.obs.reshape(rollout.num_steps, -1).to(collector.device)
+                )
+            with timers.scope("update"):
+                update = ppo_update(policy, optimizer, rollout, cfg, current, generator)
+            history.append(update)
+            if on_update is not None:
+                on_update(len(history), update)
+    finally:
+        optimizer.release()
     return _summary(history, collector, stats_channel, steps, time.perf_counter() - start)
+
+
+def _scheduled(cfg: PPOConfig, hyper: Hyper, steps: int, budget: int) -> Hyper:
+    """The hyperparameters after `steps` of `budget` agent-steps, per their schedules."""
+    return Hyper(
+        decayed(
+            cfg.learning_rate_schedule, hyper.learning_rate, LEARNING_RATE_FLOOR, steps, budget
+        ),
+        decayed(cfg.beta_schedule, hyper.beta, BETA_FLOOR, steps, budget),
+        decayed(cfg.epsilon_schedule, hyper.epsilon, EPSILON_FLOOR, steps, budget),
+    )
 
 
 def inner_train(

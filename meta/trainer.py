@@ -298,10 +298,12 @@ class MetaTrainer:
             self.checkpoints.save(
                 self.meta_step, state, self.last_reward, self.env_steps, kept=kept
             )
-        self.reporter.write_rows("meta_steps", table)
-        if self.cfg.logger.per_update_csv:
-            self.reporter.write_rows("inner_updates", update_rows(step, table))
-        self.reporter.write(step.index, self.env_steps, scalars(step, table, self.task_counts))
+        with self.timers.scope("write_stats"):
+            self.reporter.write_rows("meta_steps", table)
+            if self.cfg.logger.per_update_csv:
+                self.reporter.write_rows("inner_updates", update_rows(step, table))
+            self.reporter.write(step.index, self.env_steps,
+                                scalars(step, table, self.task_counts))
         return table
 
     def finish(self) -> None:
