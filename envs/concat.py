@@ -76,9 +76,9 @@ class ConcatEnv(BaseEnv):
         """Concatenated decision and terminal steps, ids offset per child."""
         parts = [child.get_steps(behavior_name) for child in self.children]
         sizes = [len(d) for d, _ in parts]
-        offsets = np.cumsum([0, *sizes])[:-1]
+        offsets = np.cumsum([0, *sizes])[:-1].tolist()
         self._sizes[behavior_name] = sizes
-        self._offsets[behavior_name] = offsets.tolist()
+        self._offsets[behavior_name] = offsets
         decisions, terminals = [d for d, _ in parts], [t for _, t in parts]
         return (
             concat_decisions(decisions, offset_ids(decisions, offsets)),

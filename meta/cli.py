@@ -77,9 +77,9 @@ def _train(cfg: DictConfig) -> None:
         checked = plan(config, run_id)
     except (ValueError, OSError) as error:
         fail("meta-train", error)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    resolved["run_id"] = run_id  # type: ignore[index]
-    trainer = MetaTrainer(checked, OmegaConf.to_yaml(resolved), resolved)  # type: ignore[arg-type]
+    resolved = {str(k): v for k, v in OmegaConf.to_container(cfg, resolve=True).items()}  # type: ignore[union-attr]
+    resolved["run_id"] = run_id
+    trainer = MetaTrainer(checked, OmegaConf.to_yaml(resolved), resolved)
     try:
         run_dir = trainer.run()
     except KeyboardInterrupt:

@@ -19,6 +19,7 @@ from meta.checkpoints import CheckpointManager
 from meta.config import Config
 from meta.curriculum import EnvironmentParameters, parse_environment_parameters
 from meta.envpool import EnvPool
+from meta.policy import Policy
 from meta.ppo import Hyper, InnerResult, inner_train, policy_for
 from meta.progress import Progress
 from meta.records import UPDATE_KEYS, MetaStep, extra_columns, nanmean, rows, scalars, update_rows
@@ -331,7 +332,7 @@ class MetaTrainer:
 class DeterministicActor(torch.nn.Module):
     """The policy's mean action, clipped to [-1, 1]: what a deployed build would run."""
 
-    def __init__(self, policy: torch.nn.Module) -> None:
+    def __init__(self, policy: Policy) -> None:
         super().__init__()
         self.policy = policy
 
