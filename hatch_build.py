@@ -1,4 +1,4 @@
-"""Hatch build hook: ship the .pth that loads mlagents-envs' protobuf modules on current protobuf."""
+"""Hatch build hook: ship the .pth that lets mlagents-envs run on current protobuf."""
 
 from typing import Any
 

@@ -92,7 +92,8 @@ class Finder(importlib.abc.MetaPathFinder):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None and spec.origin and spec.origin.endswith(".py"):
-                return importlib.util.spec_from_loader(fullname, _Loader(spec.origin), origin=spec.origin)
+                loader = _Loader(spec.origin)
+                return importlib.util.spec_from_loader(fullname, loader, origin=spec.origin)
         return None
 
 

@@ -31,10 +31,14 @@ from envs.family import Family
 from envs.stats import EpisodeStatsChannel
 
 BEHAVIOR_SPEC = BehaviorSpec(
-    observation_specs=[ObservationSpec(shape=(OBS_SIZE,),
-                                       dimension_property=(DimensionProperty.NONE,),
-                                       observation_type=ObservationType.DEFAULT,
-                                       name=f"VectorSensor_size{OBS_SIZE}")],
+    observation_specs=[
+        ObservationSpec(
+            shape=(OBS_SIZE,),
+            dimension_property=(DimensionProperty.NONE,),
+            observation_type=ObservationType.DEFAULT,
+            name=f"VectorSensor_size{OBS_SIZE}",
+        )
+    ],
     action_spec=ActionSpec.create_continuous(ACTION_SIZE),
 )
 
@@ -56,10 +60,19 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 class TaskEnv(BaseEnv):
     """A built-in task (all its areas in-process) behind the mlagents_envs BaseEnv API."""
 
-    def __init__(self, family: Family, *, num_areas: int = 1, seed: int = 0,
-                 params: Mapping[str, object] | None = None) -> None:
-        if isinstance(num_areas, bool) or not isinstance(num_areas, int | np.integer) \
-                or num_areas < 1:
+    def __init__(
+        self,
+        family: Family,
+        *,
+        num_areas: int = 1,
+        seed: int = 0,
+        params: Mapping[str, object] | None = None,
+    ) -> None:
+        if (
+            isinstance(num_areas, bool)
+            or not isinstance(num_areas, int | np.integer)
+            or num_areas < 1
+        ):
             raise ValueError(f"num_areas must be a positive int, got {num_areas!r}")
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
             raise ValueError(f"seed must be an int, got {seed!r}")
@@ -67,8 +80,9 @@ class TaskEnv(BaseEnv):
         self.num_areas = n = int(num_areas)
         self.stats_channel = EpisodeStatsChannel()
         task_params = family.validate(params or {})
-        self._core: BatchedTask = family.core_type(task_params, n, int(seed),
-                                                   self.stats_channel.record)
+        self._core: BatchedTask = family.core_type(
+            task_params, n, int(seed), self.stats_channel.record
+        )
         self._specs = BehaviorMapping({BEHAVIOR_NAME: BEHAVIOR_SPEC})
         self._action = np.zeros((n, ACTION_SIZE), np.float32)
         self._zeros = _frozen(np.zeros((n, ACTION_SIZE), np.float32))
@@ -78,8 +92,14 @@ class TaskEnv(BaseEnv):
         self._group_id = _frozen(np.zeros(n, np.int32))
         self._group_reward = _frozen(np.zeros(n, np.float32))
         empty = TerminalSteps.empty(BEHAVIOR_SPEC)
-        for array in (*empty.obs, empty.reward, empty.interrupted, empty.agent_id,
-                      empty.group_id, empty.group_reward):
+        for array in (
+            *empty.obs,
+            empty.reward,
+            empty.interrupted,
+            empty.agent_id,
+            empty.group_id,
+            empty.group_reward,
+        ):
             _frozen(array)
         self._no_terminal = empty
         self.reset()
@@ -126,14 +146,18 @@ class TaskEnv(BaseEnv):
         self._take(action, self.num_areas, self._action)
         self._acted = True
 
-    def set_action_for_agent(self, behavior_name: str, agent_id: int,
-                             action: ActionTuple) -> None:
+    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
         """The action of one agent for the next step (others keep theirs, or zero)."""
         self._check_behavior(behavior_name)
-        if isinstance(agent_id, bool) or not isinstance(agent_id, int | np.integer) \
-                or not 0 <= agent_id < self.num_areas:
-            raise AgentIdError(f"agent_id {agent_id!r} did not request a decision at the "
-                               f"previous step (agent ids are 0..{self.num_areas - 1})")
+        if (
+            isinstance(agent_id, bool)
+            or not isinstance(agent_id, int | np.integer)
+            or not 0 <= agent_id < self.num_areas
+        ):
+            raise AgentIdError(
+                f"agent_id {agent_id!r} did not request a decision at the "
+                f"previous step (agent ids are 0..{self.num_areas - 1})"
+            )
         if not self._acted:
             self._action.fill(0.0)
             self._acted = True
@@ -147,19 +171,25 @@ class TaskEnv(BaseEnv):
     def _take(self, action: ActionTuple, num_agents: int, out: np.ndarray) -> None:
         """Validate like ActionSpec._validate_action, then clip the values into `out`."""
         if not isinstance(action, _ActionTupleBase):
-            raise ActionError(f"actions for {BEHAVIOR_NAME} must be an ActionTuple, "
-                              f"got {type(action).__name__}")
+            raise ActionError(
+                f"actions for {BEHAVIOR_NAME} must be an ActionTuple, got {type(action).__name__}"
+            )
         moves, discrete = action.continuous, action.discrete
         if not isinstance(moves, np.ndarray) or moves.shape != (num_agents, ACTION_SIZE):
             shape = getattr(moves, "shape", None)
-            raise ActionError(f"continuous actions for {BEHAVIOR_NAME} must have shape "
-                              f"({num_agents}, {ACTION_SIZE}), got {shape}")
+            raise ActionError(
+                f"continuous actions for {BEHAVIOR_NAME} must have shape "
+                f"({num_agents}, {ACTION_SIZE}), got {shape}"
+            )
         if moves.dtype != np.float32:
-            raise ActionError(f"continuous actions for {BEHAVIOR_NAME} must be float32, "
-                              f"got {moves.dtype}")
+            raise ActionError(
+                f"continuous actions for {BEHAVIOR_NAME} must be float32, got {moves.dtype}"
+            )
         if discrete is not None and discrete.shape != (num_agents, 0):
-            raise ActionError(f"discrete actions for {BEHAVIOR_NAME} must have shape "
-                              f"({num_agents}, 0), got {discrete.shape}")
+            raise ActionError(
+                f"discrete actions for {BEHAVIOR_NAME} must have shape "
+                f"({num_agents}, 0), got {discrete.shape}"
+            )
         if np.isnan(moves).any():
             raise ActionError(f"continuous actions for {BEHAVIOR_NAME} contain NaN")
         np.minimum(moves, 1.0, out=out)
@@ -167,20 +197,28 @@ class TaskEnv(BaseEnv):
 
     def _publish(self, obs: np.ndarray, reward: np.ndarray, ended: Ended | None) -> None:
         """Wrap one step's arrays in the real mlagents_envs step types."""
-        decisions = DecisionSteps([obs], reward, self._ids, None, self._group_id,
-                                  self._group_reward)
+        decisions = DecisionSteps(
+            [obs], reward, self._ids, None, self._group_id, self._group_reward
+        )
         if ended is None:
             self._steps = (decisions, self._no_terminal)
             return
         k = len(ended.agent_id)
-        terminals = TerminalSteps([ended.obs], ended.reward, ended.interrupted, ended.agent_id,
-                                  self._group_id[:k], self._group_reward[:k])
+        terminals = TerminalSteps(
+            [ended.obs],
+            ended.reward,
+            ended.interrupted,
+            ended.agent_id,
+            self._group_id[:k],
+            self._group_reward[:k],
+        )
         self._steps = (decisions, terminals)
 
     def _check_behavior(self, behavior_name: str) -> None:
         if behavior_name != BEHAVIOR_NAME:
-            raise ActionError(f"unknown behavior {behavior_name!r} (this environment has "
-                              f"{BEHAVIOR_NAME!r})")
+            raise ActionError(
+                f"unknown behavior {behavior_name!r} (this environment has {BEHAVIOR_NAME!r})"
+            )
 
     def _check_loaded(self) -> None:
         if not self._loaded:

@@ -18,8 +18,10 @@ def _run(name: str, num_areas: int, steps: int, seed: int = 0) -> float:
     """Seconds for `steps` set_actions/step/get_steps rounds with random actions."""
     env = envs.make(name, num_areas=num_areas, seed=seed)
     rng = np.random.default_rng(seed)
-    bank = [ActionTuple(continuous=rng.uniform(-1, 1, (num_areas, 2)).astype(np.float32))
-            for _ in range(BANK)]
+    bank = [
+        ActionTuple(continuous=rng.uniform(-1, 1, (num_areas, 2)).astype(np.float32))
+        for _ in range(BANK)
+    ]
     behavior = envs.BEHAVIOR_NAME
     env.get_steps(behavior)
     start = time.perf_counter()
@@ -45,8 +47,12 @@ def step_time_us(name: str, steps: int = 20_000) -> float:
 def main(argv: list[str] | None = None) -> None:
     """Print agent-steps/s per task and area count, and µs per step at one area."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--agent-steps", type=int, default=1_000_000,
-                        help="agent-steps per measurement (2,000 to 50,000 steps each)")
+    parser.add_argument(
+        "--agent-steps",
+        type=int,
+        default=1_000_000,
+        help="agent-steps per measurement (2,000 to 50,000 steps each)",
+    )
     args = parser.parse_args(argv)
     print(f"{'task':<12} {'areas':>6} {'agent-steps/s':>14}")
     for name in envs.FAMILIES:

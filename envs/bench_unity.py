@@ -27,8 +27,11 @@ from mlagents_envs.timers import get_timer_tree, reset_timers
 import envs
 from envs.unity import UnityEnv, resolve_build
 
-CLIENT_PHASES = ("UnityEnvironment._generate_step_input", "communicator.exchange",
-                 "steps_from_proto")
+CLIENT_PHASES = (
+    "UnityEnvironment._generate_step_input",
+    "communicator.exchange",
+    "steps_from_proto",
+)
 
 
 def free_port(count: int = 1) -> int:
@@ -45,8 +48,9 @@ def rate(env: BaseEnv, steps: int, warmup: int = 100) -> float:
     """Agent-steps per second of ``steps`` steps with fixed random actions."""
     env.reset()
     n = len(env.get_steps("Brain")[0])
-    move = ActionTuple(continuous=np.random.default_rng(0).uniform(-1, 1, (n, 2))
-                       .astype(np.float32))
+    move = ActionTuple(
+        continuous=np.random.default_rng(0).uniform(-1, 1, (n, 2)).astype(np.float32)
+    )
     for _ in range(warmup):
         env.set_actions("Brain", move)
         env.step()
@@ -81,9 +85,14 @@ def client_profile(steps: int) -> str:
 
 def through_unity(family: str, areas: int, steps: int, folder: Path) -> tuple[float, str]:
     """Rate through one UnityEnvironment, and the client- and build-side time per step."""
-    env = UnityEnvironment(file_name=resolve_build(family), base_port=free_port(),
-                           no_graphics=True, num_areas=areas, log_folder=str(folder),
-                           side_channels=[StatsSideChannel()])
+    env = UnityEnvironment(
+        file_name=resolve_build(family),
+        base_port=free_port(),
+        no_graphics=True,
+        num_areas=areas,
+        log_folder=str(folder),
+        side_channels=[StatsSideChannel()],
+    )
     try:
         value = rate(env, steps)
         client = client_profile(steps)
@@ -101,15 +110,18 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def through_backend(family: str, areas: int, num_envs: int, steps: int,
-                    folder: Path) -> tuple[float, str]:
+def through_backend(
+    family: str, areas: int, num_envs: int, steps: int, folder: Path
+) -> tuple[float, str]:
     """Rate through the unity backend, and the memory of each worker's two processes."""
-    env = UnityEnv(family, num_envs=num_envs, num_areas=areas, base_port=free_port(num_envs),
-                   log_folder=folder)
+    env = UnityEnv(
+        family, num_envs=num_envs, num_areas=areas, base_port=free_port(num_envs), log_folder=folder
+    )
     try:
         value = rate(env, steps)
-        memory = ", ".join(f"worker {rss_mb(w):.0f} MB + build {rss_mb(b):.0f} MB"
-                           for w, b in env.pids)
+        memory = ", ".join(
+            f"worker {rss_mb(w):.0f} MB + build {rss_mb(b):.0f} MB" for w, b in env.pids
+        )
     finally:
         env.close()
     return value, f"RSS per worker: {memory}"
@@ -129,14 +141,18 @@ def main(argv: list[str] | None = None) -> None:
     for areas in args.areas:
         native = best(args.repeat, partial(native_rate, args.family, areas, args.steps))[0]
         print(f"{areas:>4} areas  native backend            {native:>10,.0f}")
-        value, notes = best(args.repeat, partial(through_unity, args.family, areas, args.steps,
-                                                 folder))
+        value, notes = best(
+            args.repeat, partial(through_unity, args.family, areas, args.steps, folder)
+        )
         print(f"{areas:>4} areas  UnityEnvironment + build  {value:>10,.0f}\n        {notes}")
         for num_envs in args.num_envs:
-            value, notes = best(args.repeat, partial(through_backend, args.family, areas,
-                                                     num_envs, args.steps, folder))
+            value, notes = best(
+                args.repeat,
+                partial(through_backend, args.family, areas, num_envs, args.steps, folder),
+            )
             label = f"unity backend, {num_envs} worker" + ("s" if num_envs > 1 else " ")
             print(f"{areas:>4} areas  {label}  {value:>10,.0f}   {notes}")
+
 
 if __name__ == "__main__":
     main()

@@ -28,8 +28,9 @@ CARRY, GOAL_RADIUS = COMMON, COMMON + 1
 class CarryObjectParams(TaskParams):
     """CarryObject's parameters: the shared ones plus the carrying slow-down and goal zone."""
 
-    max_step: float = param(200, 1, 1_000_000, "steps before an episode is interrupted",
-                            integer=True)
+    max_step: float = param(
+        200, 1, 1_000_000, "steps before an episode is interrupted", integer=True
+    )
     carry_speed: float = param(0.7, 0.05, 1.0, "speed multiplier while carrying the object")
     goal_radius: float = param(1.25, 0.05, 250.0, "radius of the goal zone")
 
@@ -37,8 +38,9 @@ class CarryObjectParams(TaskParams):
         """Raise ValueError when parameters contradict each other."""
         super().check()
         if self.goal_radius > self.arena_size / 4:
-            raise ValueError(f"goal_radius={self.goal_radius:g} exceeds arena_size/4 "
-                             f"({self.arena_size / 4:g})")
+            raise ValueError(
+                f"goal_radius={self.goal_radius:g} exceeds arena_size/4 ({self.arena_size / 4:g})"
+            )
 
 
 class CarryObjectCore(BatchedTask[CarryObjectParams]):
@@ -50,20 +52,22 @@ class CarryObjectCore(BatchedTask[CarryObjectParams]):
 
     DRAWS = 2 * (1 + 2 * CANDIDATES)
 
-    def __init__(self, params: CarryObjectParams, num_areas: int, seed: int,
-                 record: Record | None = None) -> None:
+    def __init__(
+        self, params: CarryObjectParams, num_areas: int, seed: int, record: Record | None = None
+    ) -> None:
         super().__init__(params, num_areas, seed, record)
         self.holding = np.zeros(num_areas, bool)
 
     def _family_rows(self, params: CarryObjectParams) -> list[float]:
         return [params.carry_speed, params.goal_radius]
 
-    def _place(self, idx: np.ndarray, p: np.ndarray,
-               u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _place(
+        self, idx: np.ndarray, p: np.ndarray, u: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         points = spread(u, p[HALF] * F32(SPAWN_EXTENT))
         agent = points[:, 0]
-        obj = pick_far(points[:, 1:1 + CANDIDATES], agent, p[RADIUS] * F32(2.0))
-        goal = pick_far(points[:, 1 + CANDIDATES:], obj, p[RADIUS] + p[GOAL_RADIUS])
+        obj = pick_far(points[:, 1 : 1 + CANDIDATES], agent, p[RADIUS] * F32(2.0))
+        goal = pick_far(points[:, 1 + CANDIDATES :], obj, p[RADIUS] + p[GOAL_RADIUS])
         self.goal[:, idx] = goal.T
         self._goal_diff[:, idx] = (goal - agent).T
         self._holding[idx] = 0.0

@@ -95,8 +95,9 @@ class BatchedTask(Generic[P]):
         self._s = s = np.zeros((OBS_SIZE, n), F32)
         self.pos, self.vel, self._diff, self._goal_diff = s[0:2], s[2:4], s[4:6], s[6:8]
         self._holding, self.remaining = s[8], s[9]
-        self.objective, self.goal, self._next, self._m, self._m2, self._sq = \
-            np.zeros((6, 2, n), F32)
+        self.objective, self.goal, self._next, self._m, self._m2, self._sq = np.zeros(
+            (6, 2, n), F32
+        )
         self._drive = np.zeros((3, n), F32)
         self.radius, self.rest, self._phi, self._d = np.zeros((4, n), F32)
         self._all = np.arange(n)
@@ -107,10 +108,24 @@ class BatchedTask(Generic[P]):
         turn = math.radians(params.motor_rotation)
         cos, sin = math.cos(turn) * params.agent_speed, math.sin(turn) * params.agent_speed
         seen = 1 / half if self._objective_visible(params) else 0.0
-        scale = [1 / half] * 2 + [1 / params.agent_speed] * 2 + [seen] * 2 + [1 / half] * 2 \
+        scale = (
+            [1 / half] * 2
+            + [1 / params.agent_speed] * 2
+            + [seen] * 2
+            + [1 / half] * 2
             + [1.0, 1 / params.max_step]
-        common = [half, -half, cos, -sin, sin, params.target_radius, params.max_step,
-                  params.shaping / params.arena_size, *scale]
+        )
+        common = [
+            half,
+            -half,
+            cos,
+            -sin,
+            sin,
+            params.target_radius,
+            params.max_step,
+            params.shaping / params.arena_size,
+            *scale,
+        ]
         return np.array(common + self._family_rows(params), F32)
 
     def _objective_visible(self, params: P) -> bool:
@@ -121,8 +136,9 @@ class BatchedTask(Generic[P]):
         """Extra parameter-table rows a family reads (from COMMON on)."""
         return []
 
-    def _place(self, idx: np.ndarray, p: np.ndarray,
-               u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _place(
+        self, idx: np.ndarray, p: np.ndarray, u: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Spawn areas idx with parameter column p: (n, 2) agent, objective; rest of path."""
         raise NotImplementedError
 
@@ -171,8 +187,9 @@ class BatchedTask(Generic[P]):
             return obs, reward, None
         return self._end(np.flatnonzero(done), success, obs, reward)
 
-    def _end(self, idx: np.ndarray, success: np.ndarray, obs: np.ndarray,
-             reward: np.ndarray) -> tuple[np.ndarray, np.ndarray, Ended]:
+    def _end(
+        self, idx: np.ndarray, success: np.ndarray, obs: np.ndarray, reward: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, Ended]:
         """Report the ended episodes of areas idx and start their next ones."""
         won = success[idx]
         ended = Ended(idx.astype(np.int32), obs[idx], reward[idx], ~won)

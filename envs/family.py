@@ -33,17 +33,21 @@ class TaskParams:
     arena_size: float = param(10.0, 2.0, 1000.0, "side of the square arena")
     agent_speed: float = param(0.2, 0.01, 100.0, "distance moved per step at full command")
     target_radius: float = param(1.0, 0.05, 250.0, "reach radius of the target or object")
-    max_step: float = param(100, 1, 1_000_000, "steps before an episode is interrupted",
-                            integer=True)
+    max_step: float = param(
+        100, 1, 1_000_000, "steps before an episode is interrupted", integer=True
+    )
     shaping: float = param(1.0, 0.0, 100.0, "weight of the potential-based distance shaping")
-    motor_rotation: float = param(0.0, -180.0, 180.0,
-                                  "hidden rotation of the move command, degrees")
+    motor_rotation: float = param(
+        0.0, -180.0, 180.0, "hidden rotation of the move command, degrees"
+    )
 
     def check(self) -> None:
         """Raise ValueError when parameters contradict each other."""
         if self.target_radius > self.arena_size / 4:
-            raise ValueError(f"target_radius={self.target_radius:g} exceeds arena_size/4 "
-                             f"({self.arena_size / 4:g})")
+            raise ValueError(
+                f"target_radius={self.target_radius:g} exceeds arena_size/4 "
+                f"({self.arena_size / 4:g})"
+            )
 
     def as_dict(self) -> dict[str, float]:
         """The parameter values by name."""
@@ -66,15 +70,13 @@ def _checked(task: str, name: str, raw: object, meta: Mapping[str, Any]) -> floa
     return value
 
 
-def build_params(task: str, cls: type[P], values: Mapping[str, object],
-                 base: P | None = None) -> P:
+def build_params(task: str, cls: type[P], values: Mapping[str, object], base: P | None = None) -> P:
     """`base` (or the defaults) updated with `values`, each checked; ValueError on bad input."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     merged: dict[str, float] = base.as_dict() if base is not None else {}
     for name, raw in values.items():
         if name not in fields:
-            raise ValueError(f"unknown {task} parameter {name!r} "
-                             f"(known: {', '.join(fields)})")
+            raise ValueError(f"unknown {task} parameter {name!r} (known: {', '.join(fields)})")
         merged[name] = _checked(task, name, raw, fields[name].metadata)
     params = cls(**merged)
     params.check()
@@ -118,8 +120,7 @@ class Family:
         """Default value of every parameter."""
         return self.params_type().as_dict()
 
-    def validate(self, values: Mapping[str, object],
-                 base: TaskParams | None = None) -> TaskParams:
+    def validate(self, values: Mapping[str, object], base: TaskParams | None = None) -> TaskParams:
         """Parameters from `base` (or defaults) updated with `values`; ValueError if invalid."""
         return build_params(self.name, self.params_type, values, base)
 

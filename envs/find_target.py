@@ -26,8 +26,9 @@ HIDDEN, GOAL_XY = COMMON, slice(COMMON + 1, COMMON + 3)
 class FindTargetParams(TaskParams):
     """FindTarget's parameters: the shared ones plus the hidden-goal mode."""
 
-    hidden_goal: float = param(0, 0, 1, "1: the target is unobserved and sits at (goal_x, goal_y)",
-                               integer=True)
+    hidden_goal: float = param(
+        0, 0, 1, "1: the target is unobserved and sits at (goal_x, goal_y)", integer=True
+    )
     goal_x: float = param(0.5, -1.0, 1.0, "hidden target x, as a fraction of half the arena")
     goal_y: float = param(0.5, -1.0, 1.0, "hidden target y, as a fraction of half the arena")
 
@@ -44,8 +45,9 @@ class FindTargetCore(BatchedTask[FindTargetParams]):
         half = params.arena_size / 2
         return [params.hidden_goal, params.goal_x * half, params.goal_y * half]
 
-    def _place(self, idx: np.ndarray, p: np.ndarray,
-               u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _place(
+        self, idx: np.ndarray, p: np.ndarray, u: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         points = spread(u, p[HALF] * F32(SPAWN_EXTENT))
         agent, candidates = points[:, 0], points[:, 1:]
         apart = p[RADIUS] * F32(2.0)

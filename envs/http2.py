@@ -28,8 +28,9 @@ class ConnectionLost(ConnectionError):
 
 def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
     """One HTTP/2 frame."""
-    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream.to_bytes(4, "big") \
-        + payload
+    return (
+        len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream.to_bytes(4, "big") + payload
+    )
 
 
 def _literal(value: bytes) -> bytes:
@@ -45,11 +46,18 @@ def _literal(value: bytes) -> bytes:
 
 def request_headers(authority: str, path: str) -> bytes:
     """HPACK block of a gRPC request (static-table names, nothing added to the table)."""
-    return (b"\x83\x86"  # :method POST, :scheme http (static table entries 3 and 6)
-            + b"\x04" + _literal(path.encode())  # :path, literal value, not indexed
-            + b"\x01" + _literal(authority.encode())  # :authority
-            + b"\x0f\x10" + _literal(b"application/grpc")  # content-type (entry 31)
-            + b"\x00" + _literal(b"te") + _literal(b"trailers"))
+    return (
+        b"\x83\x86"  # :method POST, :scheme http (static table entries 3 and 6)
+        + b"\x04"
+        + _literal(path.encode())  # :path, literal value, not indexed
+        + b"\x01"
+        + _literal(authority.encode())  # :authority
+        + b"\x0f\x10"
+        + _literal(b"application/grpc")  # content-type (entry 31)
+        + b"\x00"
+        + _literal(b"te")
+        + _literal(b"trailers")
+    )
 
 
 class UnaryChannel:

@@ -163,10 +163,24 @@ class AgentInfoEncoder:
     def encode_steps(self, decision: DecisionSteps, terminal: TerminalSteps) -> bytes:
         """One step's agents: the terminal ones (``done``), then those requesting decisions."""
         n_t, n_d = len(terminal), len(decision)
-        ended = self.encode(terminal.obs, terminal.reward, np.ones(n_t, bool),
-                            terminal.interrupted, terminal.agent_id) if n_t else b""
-        return ended + self.encode(decision.obs, decision.reward, np.zeros(n_d, bool),
-                                   np.zeros(n_d, bool), decision.agent_id)
+        ended = (
+            self.encode(
+                terminal.obs,
+                terminal.reward,
+                np.ones(n_t, bool),
+                terminal.interrupted,
+                terminal.agent_id,
+            )
+            if n_t
+            else b""
+        )
+        return ended + self.encode(
+            decision.obs,
+            decision.reward,
+            np.zeros(n_d, bool),
+            np.zeros(n_d, bool),
+            decision.agent_id,
+        )
 
 
 @functools.lru_cache(maxsize=8)
@@ -192,8 +206,10 @@ def continuous_actions(list_bytes: bytes, n: int, size: int) -> np.ndarray | Non
         return None
     rows = np.frombuffer(list_bytes, dtype=np.uint8).reshape(n, width)
     start = len(head) + 4 * size
-    if not ((rows[:, : len(head)] == head).all()
-            and (rows[:, start : start + len(middle)] == middle).all()):
+    if not (
+        (rows[:, : len(head)] == head).all()
+        and (rows[:, start : start + len(middle)] == middle).all()
+    ):
         return None
     return np.ascontiguousarray(rows[:, width - 4 * size :]).view("<f4").astype(np.float32)
 
@@ -247,19 +263,20 @@ def brain_parameters(name: str, spec: BehaviorSpec) -> bytes:
     return brain.SerializeToString()
 
 
-def output_message(agent_infos: dict[str, bytes], side_channel: bytes,
-                   brains: Sequence[bytes] = ()) -> bytes:
+def output_message(
+    agent_infos: dict[str, bytes], side_channel: bytes, brains: Sequence[bytes] = ()
+) -> bytes:
     """A step's ``UnityMessageProto``: agent infos per behavior, side channel, new brains."""
-    entries = b"".join(field(2, field(1, name.encode()) + field(2, infos))
-                       for name, infos in agent_infos.items())
+    entries = b"".join(
+        field(2, field(1, name.encode()) + field(2, infos)) for name, infos in agent_infos.items()
+    )
     output = field(1, entries + (field(3, side_channel) if side_channel else b""))
     if brains:
         output += field(2, b"".join(field(5, brain) for brain in brains))
     return OK + field(2, output)
 
 
-def actions(value: UnityRLInputProto.ListAgentActionProto, n: int, spec: ActionSpec
-            ) -> ActionTuple:
+def actions(value: UnityRLInputProto.ListAgentActionProto, n: int, spec: ActionSpec) -> ActionTuple:
     """The ``ActionTuple`` of n agents out of the trainer's actions for one behavior."""
     if len(value.value) != n:
         raise ValueError(f"trainer sent {len(value.value)} actions for {n} agents")

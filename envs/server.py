@@ -129,8 +129,10 @@ class Player:
             return f"trainer refused the connection (status {reply.header.status})"
         init = reply.unity_input.rl_initialization_input
         if init.communication_version.split(".")[0] != protocol.API_VERSION.split(".")[0]:
-            self.log(f"trainer speaks protocol {init.communication_version}, "
-                     f"this player {protocol.API_VERSION}")
+            self.log(
+                f"trainer speaks protocol {init.communication_version}, "
+                f"this player {protocol.API_VERSION}"
+            )
         num_areas, seed = self.args.num_areas or init.num_areas or 1, init.seed
         self.log(f"connected: trainer {init.package_version}, seed {seed}, {num_areas} areas")
         reply, clock, spent = exchange(protocol.OK), time.perf_counter, self.spent
@@ -237,8 +239,11 @@ class Player:
             self.decisions[name] = len(decision)
             infos[name] = self.encoders[name].encode_steps(decision, terminal)
         stats = getattr(self.env, "stats_channel", None)
-        side = b"" if stats is None else protocol.join_side_channel(
-            side_channels.stats_messages(stats))
+        side = (
+            b""
+            if stats is None
+            else protocol.join_side_channel(side_channels.stats_messages(stats))
+        )
         return protocol.output_message(infos, side, brains)
 
 
@@ -269,9 +274,11 @@ def connect(args: PlayerArgs) -> tuple[Exchange, Callable[[], None]]:
 
 def serve(args: PlayerArgs, make_env: EnvFactory, log: PlayerLog) -> int:
     """Connect to the trainer and hold one session; the exit code."""
-    log(f"{args.family} player: port {args.port}, no_graphics {args.no_graphics}, "
+    log(
+        f"{args.family} player: port {args.port}, no_graphics {args.no_graphics}, "
         f"transport {args.transport}"
-        + (f", ignored arguments {args.ignored}" if args.ignored else ""))
+        + (f", ignored arguments {args.ignored}" if args.ignored else "")
+    )
     try:
         exchange, hang_up = connect(args)
     except http2.ConnectionLost as error:

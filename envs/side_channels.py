@@ -20,8 +20,13 @@ ENGINE = uuid.UUID("e951342c-4f7e-11ea-b238-784f4387d1f7")
 TRAINING_ANALYTICS = uuid.UUID("b664a4a9-d86f-5a5f-95cb-e8353a7e8356")
 _FLOAT, _SAMPLER = 0, 1
 _UNIFORM, _GAUSSIAN, _MULTIRANGE = 0, 1, 2
-_ENGINE_FIELDS = {0: ("width", "height"), 1: ("quality_level",), 2: ("time_scale",),
-                  3: ("target_frame_rate",), 4: ("capture_frame_rate",)}
+_ENGINE_FIELDS = {
+    0: ("width", "height"),
+    1: ("quality_level",),
+    2: ("time_scale",),
+    3: ("target_frame_rate",),
+    4: ("capture_frame_rate",),
+}
 
 
 class Sampler:

@@ -16,8 +16,9 @@ EPISODE_LENGTH = "Environment/Episode Length"
 
 def _message_dtype(key: str) -> np.dtype:
     """Layout of one stats message (what Unity's StatsRecorder sends) for a fixed key."""
-    return np.dtype([("key_len", "<i4"), ("key", f"S{len(key)}"), ("value", "<f4"),
-                     ("aggregation", "<i4")])
+    return np.dtype(
+        [("key_len", "<i4"), ("key", f"S{len(key)}"), ("value", "<f4"), ("aggregation", "<i4")]
+    )
 
 
 class EpisodeStatsChannel(StatsSideChannel):

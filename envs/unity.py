@@ -58,11 +58,13 @@ def resolve_build(name: str, path: str | os.PathLike[str] | None = None) -> str:
             candidate = base.with_name(base.name + extension) if extension else base
             if candidate.is_file():
                 if not os.access(candidate, os.X_OK):
-                    raise PermissionError(f"build {candidate} is not executable "
-                                          f"(chmod +x {candidate})")
+                    raise PermissionError(
+                        f"build {candidate} is not executable (chmod +x {candidate})"
+                    )
                 return str(candidate)
-    raise FileNotFoundError(f"Unity build not found: {path} (looked for {bases[0]}"
-                            f"{{,.x86_64,.x86}})")
+    raise FileNotFoundError(
+        f"Unity build not found: {path} (looked for {bases[0]}{{,.x86_64,.x86}})"
+    )
 
 
 def check_port(port: int, worker_id: int, base_port: int) -> None:
@@ -72,8 +74,10 @@ def check_port(port: int, worker_id: int, base_port: int) -> None:
         try:
             probe.bind(("localhost", port))
         except OSError:
-            raise PortInUse(f"port {port} (base_port {base_port} + worker_id {worker_id}) is "
-                            f"in use: choose another env.base_port or worker_id") from None
+            raise PortInUse(
+                f"port {port} (base_port {base_port} + worker_id {worker_id}) is "
+                f"in use: choose another env.base_port or worker_id"
+            ) from None
 
 
 class MergedStats(StatsSideChannel):
@@ -88,11 +92,22 @@ class MergedStats(StatsSideChannel):
 class UnityEnv(BaseEnv):
     """``num_envs`` builds of one task family stepped in parallel, as one BaseEnv."""
 
-    def __init__(self, name: str, *, path: str | os.PathLike[str] | None = None,
-                 num_envs: int = 1, num_areas: int = 1, seed: int = 0, base_port: int = 5005,
-                 worker_id: int = 0, timeout_wait: float = 60, no_graphics: bool = True,
-                 log_folder: str | os.PathLike[str] | None = None, max_restarts: int = 3,
-                 **params: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        num_envs: int = 1,
+        num_areas: int = 1,
+        seed: int = 0,
+        base_port: int = 5005,
+        worker_id: int = 0,
+        timeout_wait: float = 60,
+        no_graphics: bool = True,
+        log_folder: str | os.PathLike[str] | None = None,
+        max_restarts: int = 3,
+        **params: float,
+    ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
         self.name, self.path = name, resolve_build(name, path)
@@ -100,10 +115,18 @@ class UnityEnv(BaseEnv):
         self.log_folder = Path(folder).resolve()
         self.params = self._validated(params)
         self.settings = [
-            WorkerSettings(path=self.path, worker_id=worker_id + i, base_port=base_port,
-                           seed=seed + i, num_areas=num_areas, timeout_wait=timeout_wait,
-                           no_graphics=no_graphics, log_folder=str(self.log_folder))
-            for i in range(num_envs)]
+            WorkerSettings(
+                path=self.path,
+                worker_id=worker_id + i,
+                base_port=base_port,
+                seed=seed + i,
+                num_areas=num_areas,
+                timeout_wait=timeout_wait,
+                no_graphics=no_graphics,
+                log_folder=str(self.log_folder),
+            )
+            for i in range(num_envs)
+        ]
         self.max_restarts, self.restarts = max_restarts, 0
         self.stats_channel = MergedStats()
         self._stride = 2**31 // num_envs  # agent ids of worker i start at i * stride
@@ -147,8 +170,9 @@ class UnityEnv(BaseEnv):
             for i, (decision, _) in enumerate(self._parts[name]):
                 end = start + len(decision)
                 rows = slice(start, end)
-                per_worker[i][name] = ActionTuple(continuous=action.continuous[rows],
-                                                  discrete=action.discrete[rows])
+                per_worker[i][name] = ActionTuple(
+                    continuous=action.continuous[rows], discrete=action.discrete[rows]
+                )
                 start = end
         self._actions.clear()
         self._command("step", per_worker)
@@ -163,8 +187,7 @@ class UnityEnv(BaseEnv):
         n = len(self._steps[behavior_name][0])
         self._actions[behavior_name] = spec._validate_action(action, n, behavior_name)
 
-    def set_action_for_agent(self, behavior_name: str, agent_id: int,
-                             action: ActionTuple) -> None:
+    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
         """The action of one agent for the next step."""
         spec = self._specs[behavior_name].action_spec
         decision = self._steps[behavior_name][0]
@@ -180,8 +203,10 @@ class UnityEnv(BaseEnv):
     def restart(self) -> None:
         """Relaunch every build (after BuildCrashed) with the current parameters, then reset."""
         if self.restarts >= self.max_restarts:
-            raise BuildCrashed(f"{self.path}: gave up after {self.restarts} restarts "
-                               f"(max_restarts={self.max_restarts})")
+            raise BuildCrashed(
+                f"{self.path}: gave up after {self.restarts} restarts "
+                f"(max_restarts={self.max_restarts})"
+            )
         self.restarts += 1
         self._stop()
         self._start()
@@ -206,8 +231,9 @@ class UnityEnv(BaseEnv):
 
     def _start(self) -> None:
         for settings in self.settings:
-            check_port(settings.base_port + settings.worker_id, settings.worker_id,
-                       settings.base_port)
+            check_port(
+                settings.base_port + settings.worker_id, settings.worker_id, settings.base_port
+            )
         context = mp.get_context("spawn")
         self._workers = []
         try:
@@ -250,15 +276,16 @@ class UnityEnv(BaseEnv):
                 continue
             offsets = [i * self._stride for i in range(len(parts))]
             decisions, terminals = [d for d, _ in parts], [t for _, t in parts]
-            self._steps[name] = (concat_decisions(decisions, _ids(decisions, offsets)),
-                                 concat_terminals(terminals, _ids(terminals, offsets)))
+            self._steps[name] = (
+                concat_decisions(decisions, _ids(decisions, offsets)),
+                concat_terminals(terminals, _ids(terminals, offsets)),
+            )
 
 
 def _ids(parts: list, offsets: list[int]) -> np.ndarray:
     """Agent ids made unique across workers: worker i's ids plus i * stride."""
     stride = offsets[1] if len(offsets) > 1 else 2**31
-    if any(len(p.agent_id) and (p.agent_id.min() < 0 or p.agent_id.max() >= stride)
-           for p in parts):
+    if any(len(p.agent_id) and (p.agent_id.min() < 0 or p.agent_id.max() >= stride) for p in parts):
         raise BuildError(f"a build sent agent ids outside [0, {stride}): cannot merge workers")
     return offset_ids(parts, offsets)
 

@@ -90,14 +90,29 @@ def run(conn: Connection, settings: WorkerSettings, params: dict[str, float]) ->
         for key, value in params.items():
             parameters.set_float_parameter(key, value)
         env = UnityEnvironment(
-            file_name=settings.path, worker_id=settings.worker_id, base_port=settings.base_port,
-            seed=settings.seed, no_graphics=settings.no_graphics,
-            timeout_wait=int(settings.timeout_wait), side_channels=[parameters, stats],
-            log_folder=settings.log_folder, num_areas=settings.num_areas)
+            file_name=settings.path,
+            worker_id=settings.worker_id,
+            base_port=settings.base_port,
+            seed=settings.seed,
+            no_graphics=settings.no_graphics,
+            timeout_wait=int(settings.timeout_wait),
+            side_channels=[parameters, stats],
+            log_folder=settings.log_folder,
+            num_areas=settings.num_areas,
+        )
         env.reset()
         build_pid = env._process.pid if env._process is not None else 0
-        conn.send(("ready", (dict(env.behavior_specs), _steps(env),
-                             dict(stats.get_and_reset_stats()), build_pid)))
+        conn.send(
+            (
+                "ready",
+                (
+                    dict(env.behavior_specs),
+                    _steps(env),
+                    dict(stats.get_and_reset_stats()),
+                    build_pid,
+                ),
+            )
+        )
         while True:
             command, payload = conn.recv()
             if command == "close":
@@ -120,8 +135,11 @@ def run(conn: Connection, settings: WorkerSettings, params: dict[str, float]) ->
     except UnityTimeOutException as error:
         message = str(error).splitlines()[0]
         _report(conn, "timeout" if env is None else "crashed", message)
-    except (UnityEnvironmentException, UnityCommunicatorStoppedException,
-            UnityCommunicationException) as error:
+    except (
+        UnityEnvironmentException,
+        UnityCommunicatorStoppedException,
+        UnityCommunicationException,
+    ) as error:
         _report(conn, "crashed" if env is not None else "exited", str(error))
     except Exception:
         _report(conn, "error", traceback.format_exc())
@@ -140,20 +158,26 @@ def _report(conn: Connection, kind: str, message: str) -> None:
 class Worker:
     """The parent's handle on one worker process."""
 
-    def __init__(self, context: SpawnContext, settings: WorkerSettings,
-                 params: dict[str, float]) -> None:
+    def __init__(
+        self, context: SpawnContext, settings: WorkerSettings, params: dict[str, float]
+    ) -> None:
         self.settings = settings
         self.build_pid = 0
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=run, args=(child, settings, params), daemon=True,
-                                       name=f"unity-worker-{settings.worker_id}")
+        self.process = context.Process(
+            target=run,
+            args=(child, settings, params),
+            daemon=True,
+            name=f"unity-worker-{settings.worker_id}",
+        )
         self.process.start()
         child.close()
 
     def ready(self) -> tuple[dict, dict, dict]:
         """Wait for the build to connect and reset: its specs, steps and stats."""
         specs, steps, stats, self.build_pid = self._receive(
-            self.settings.timeout_wait + START_MARGIN)
+            self.settings.timeout_wait + START_MARGIN
+        )
         return specs, steps, stats
 
     def send(self, command: str, payload: object) -> None:
@@ -190,8 +214,9 @@ class Worker:
             kind, payload = self.conn.recv()
         except (EOFError, OSError):
             self.process.join(1)
-            raise self._error("crashed", f"its worker process died (exit code "
-                                         f"{self.process.exitcode})") from None
+            raise self._error(
+                "crashed", f"its worker process died (exit code {self.process.exitcode})"
+            ) from None
         if kind in ("ok", "ready"):
             return payload
         raise self._error(kind, payload)
@@ -201,8 +226,10 @@ class Worker:
         where = f"{s.path} (worker_id {s.worker_id}, port {s.port})"
         log = f"see its log {s.log_file}"
         if kind == "port":
-            return PortInUse(f"port {s.port} (base_port {s.base_port} + worker_id "
-                             f"{s.worker_id}) is in use: choose another env.base_port or worker_id")
+            return PortInUse(
+                f"port {s.port} (base_port {s.base_port} + worker_id "
+                f"{s.worker_id}) is in use: choose another env.base_port or worker_id"
+            )
         if kind == "timeout":
             return BuildTimeout(f"{where} did not connect within {s.timeout_wait:g}s; {log}")
         if kind == "exited":

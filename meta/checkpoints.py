@@ -195,8 +195,11 @@ class CheckpointManager:
             files += [self.run_dir / name for name in (old.file_path, *old.auxillary_file_paths)]
         named = {e.file_path for e in self.status.checkpoints(self.behavior)}
         pattern = re.compile(rf"{re.escape(self.behavior)}-\d+\.pt")
-        files += [path for path in (self.run_dir / self.behavior).glob(f"{self.behavior}-*.pt")
-                  if pattern.fullmatch(path.name) and self._relative(path) not in named]
+        files += [
+            path
+            for path in (self.run_dir / self.behavior).glob(f"{self.behavior}-*.pt")
+            if pattern.fullmatch(path.name) and self._relative(path) not in named
+        ]
         return files
 
     def _relative(self, path: Path) -> str:

@@ -10,6 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from meta.config import NetworkConfig
+from meta.threads import torch_threads
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -20,6 +21,10 @@ class Normalizer(nn.Module):
     Reptile interpolates these buffers like weights: the start it learns includes the
     statistics its inner trainings saw.
     """
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
 
     def __init__(self, size: int) -> None:
         super().__init__()
@@ -79,13 +84,25 @@ class Policy(nn.Module):
         """Observations as the networks see them (normalised and clipped when enabled)."""
         return self.normalizer(obs) if self.normalize else obs
 
+    def mean_from(self, x: torch.Tensor) -> torch.Tensor:
+        """Action mean (batch, actions) of features `x`."""
+        return _run(self.actor, x)
+
+    def value_from(self, x: torch.Tensor) -> torch.Tensor:
+        """Value (batch,) of features `x`."""
+        return _run(self.critic, x)[:, 0]
+
     def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Action mean (batch, actions) and value (batch,) of features `x`."""
-        return _run(self.actor, x), _run(self.critic, x)[:, 0]
+        """Action mean and value of features `x`."""
+        return self.mean_from(x), self.value_from(x)
+
+    def entropy(self) -> torch.Tensor:
+        """Entropy of the Gaussian head, a scalar (the log std is state-independent)."""
+        return (0.5 * (1.0 + LOG_2PI) + self.log_std).sum()
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(s), shape (batch,)."""
-        return _run(self.critic, self.features(obs))[:, 0]
+        return self.value_from(self.features(obs))
 
     def act(
         self,
@@ -116,8 +133,7 @@ class Policy(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """As `evaluate`, from features, with the entropy (state-independent) as a scalar."""
         mean, value = self.heads(x)
-        log_prob = gaussian_log_prob(action, mean, self.log_std)
-        return log_prob, (0.5 * (1.0 + LOG_2PI) + self.log_std).sum(), value
+        return gaussian_log_prob(action, mean, self.log_std), self.entropy(), value
 
     def frozen(self) -> FrozenPolicy:
         """The current weights packed for acting; stale once the weights change."""
@@ -195,6 +211,7 @@ def _run_packed(layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor
 
 def make_policy(obs_size: int, action_size: int, cfg: NetworkConfig, seed: int) -> Policy:
     """A freshly initialised policy; the seed alone decides its weights."""
-    with torch.random.fork_rng(devices=[]):
+    # One thread: a multi-threaded QR (orthogonal init) would round differently.
+    with torch.random.fork_rng(devices=[]), torch_threads(1):
         torch.manual_seed(seed)
         return Policy(obs_size, action_size, cfg)

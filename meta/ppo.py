@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,8 +16,23 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 from meta.config import NetworkConfig, PPOConfig
 from meta.flat_adam import FlatAdam
 from meta.policy import Policy, make_policy
+from meta.ppo_step import Minibatch, clipped_policy_loss, clipped_value_loss, gradient_step
 from meta.rollout import Collector, NullTimers, Rollout, Timers
 from meta.schedules import BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
+from meta.threads import torch_threads
+
+__all__ = [
+    "SUCCESS_STAT",
+    "Hyper",
+    "InnerResult",
+    "clipped_policy_loss",
+    "clipped_value_loss",
+    "compute_gae",
+    "inner_train",
+    "policy_for",
+    "ppo_update",
+    "train",
+]
 
 SUCCESS_STAT = "Environment/Success"
 
@@ -67,23 +83,6 @@ def compute_gae(
     return advantages, advantages + values
 
 
-def clipped_policy_loss(
-    log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor, epsilon: float
-) -> torch.Tensor:
-    """PPO's surrogate: -mean(min(r*A, clip(r, 1-eps, 1+eps)*A)), r the probability ratio."""
-    ratio = torch.exp(log_probs - old_log_probs)
-    clipped = torch.clamp(ratio, 1.0 - epsilon, 1.0 + epsilon)
-    return -torch.min(ratio * advantages, clipped * advantages).mean()
-
-
-def clipped_value_loss(
-    values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, epsilon: float
-) -> torch.Tensor:
-    """ML-Agents' value loss: mean(max((R-V)^2, (R-V_clipped)^2)), V moved at most eps."""
-    clipped = old_values + torch.clamp(values - old_values, -epsilon, epsilon)
-    return torch.max((returns - values).square(), (returns - clipped).square()).mean()
-
-
 def ppo_update(
     policy: Policy,
     optimizer: torch.optim.Optimizer | FlatAdam,
@@ -91,8 +90,12 @@ def ppo_update(
     cfg: PPOConfig,
     hyper: Hyper,
     generator: torch.Generator,
+    worker: ThreadPoolExecutor | None = None,
 ) -> dict[str, float]:
-    """num_epoch passes of minibatch updates over one buffer; returns mean losses."""
+    """num_epoch passes of minibatch updates over one buffer; returns mean losses.
+
+    With a `worker` thread the actor's and the critic's halves of each step run side by side.
+    """
     advantages, returns = compute_gae(
         rollout.rewards,
         rollout.values,
@@ -123,13 +126,8 @@ def ppo_update(
             rows = slice(b * cfg.batch_size, (b + 1) * cfg.batch_size)
             x, actions, old_lp, old_v, adv, ret = (column[rows] for column in shuffled)
             std, mean = torch.std_mean(adv)
-            adv = (adv - mean) / (std + 1e-8)
-            log_probs, entropy, values = policy.evaluate_features(x, actions)
-            policy_loss = clipped_policy_loss(log_probs, old_lp, adv, hyper.epsilon)
-            value_loss = clipped_value_loss(values, old_v, ret, hyper.epsilon)
-            loss = policy_loss + cfg.value_coef * value_loss - hyper.beta * entropy
-            _gradient_step(policy, optimizer, loss, cfg.max_grad_norm)
-            sums += (policy_loss.item(), value_loss.item(), entropy.item())
+            batch = Minibatch(x, actions, old_lp, old_v, (adv - mean) / (std + 1e-8), ret)
+            sums += gradient_step(policy, optimizer, batch, cfg, hyper.epsilon, hyper.beta, worker)
             count += 1
     policy_loss, value_loss, entropy = sums / count
     return {
@@ -140,23 +138,6 @@ def ppo_update(
         "Policy/Beta": hyper.beta,
         "Policy/Epsilon": hyper.epsilon,
     }
-
-
-def _gradient_step(
-    policy: Policy,
-    optimizer: torch.optim.Optimizer | FlatAdam,
-    loss: torch.Tensor,
-    max_grad_norm: float,
-) -> None:
-    if isinstance(optimizer, FlatAdam):
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.clip_grad_norm(max_grad_norm)
-    else:
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
-    optimizer.step()
 
 
 def train(
@@ -193,24 +174,37 @@ def train(
     collector = Collector(env, behavior, policy, generator, cfg.time_horizon, timers)
     horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
     optimizer = FlatAdam(policy.parameters(), lr=hyper.learning_rate, eps=1e-7)
+    worker, update_threads = _update_threads(collector.device)
     steps, history = 0, []
     try:
         while steps < budget:
             current = _scheduled(cfg, hyper, steps, budget)
             rollout = collector.collect(horizon)
             steps += rollout.num_steps
-            if policy.normalize:
-                policy.normalizer.update(
-                    rollout.obs.reshape(rollout.num_steps, -1).to(collector.device)
-                )
-            with timers.scope("update"):
-                update = ppo_update(policy, optimizer, rollout, cfg, current, generator)
+            with timers.scope("update"), torch_threads(update_threads):
+                if policy.normalize:
+                    obs = rollout.obs.reshape(rollout.num_steps, -1)
+                    policy.normalizer.update(obs.to(collector.device))
+                update = ppo_update(policy, optimizer, rollout, cfg, current, generator, worker)
             history.append(update)
             if on_update is not None:
                 on_update(len(history), update)
     finally:
         optimizer.release()
+        if worker is not None:
+            worker.shutdown()
     return _summary(history, collector, stats_channel, steps, time.perf_counter() - start)
+
+
+def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:
+    """On CPU each half of the loss runs on one torch thread, side by side if torch may use 2+.
+
+    Two single-threaded halves beat one two-threaded loss here (no per-kernel thread hand-off,
+    half the working set per core) and degrade gracefully when another process takes a core.
+    """
+    if device.type != "cpu":
+        return None, torch.get_num_threads()
+    return (ThreadPoolExecutor(1) if torch.get_num_threads() >= 2 else None), 1
 
 
 def _scheduled(cfg: PPOConfig, hyper: Hyper, steps: int, budget: int) -> Hyper:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -12,6 +11,7 @@ import torch
 from mlagents_envs.base_env import ActionTuple, BaseEnv
 
 from meta.policy import Policy
+from meta.threads import torch_threads
 
 
 class Timers(Protocol):
@@ -21,21 +21,8 @@ class Timers(Protocol):
 
 
 SERIAL_BATCH = 256
-"""Policy batches up to this size run on one torch thread: measured faster than two at 64."""
-
-
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the block with `n` torch intra-op threads, then restore the previous number."""
-    previous = torch.get_num_threads()
-    if n == previous:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+"""Collections of up to this many agents run on one torch thread: a second gains nothing at 64
+(meta-bench, phases) and costs dearly when another process holds the other core."""
 
 
 class NullTimers:

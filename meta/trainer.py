@@ -303,8 +303,7 @@ class MetaTrainer:
             self.reporter.write_rows("meta_steps", table)
             if self.cfg.logger.per_update_csv:
                 self.reporter.write_rows("inner_updates", update_rows(step, table))
-            self.reporter.write(step.index, self.env_steps,
-                                scalars(step, table, self.task_counts))
+            self.reporter.write(step.index, self.env_steps, scalars(step, table, self.task_counts))
         return table
 
     def finish(self) -> None:

@@ -51,7 +51,9 @@ def test_resumed_manager_keeps_pruning_from_loaded_status(tmp_path: Path) -> Non
     assert resumed.load_latest()["meta_step"] == 2
     resumed.save(3, _state(3), reward=None, steps=3)
     assert sorted(p.name for p in (tmp_path / "Brain").glob("Brain-*.pt")) == [
-        "Brain-2.pt", "Brain-3.pt"]
+        "Brain-2.pt",
+        "Brain-3.pt",
+    ]
     assert [e.reward for e in status.checkpoints("Brain")] == [None, None]
 
 
@@ -62,7 +64,10 @@ def test_unkept_saves_only_update_latest_and_orphans_are_removed(tmp_path: Path)
     (tmp_path / "Brain" / "Brain-notes.pt").write_bytes(b"not ours")
     assert manager.save(2, _state(2), reward=None, steps=2, kept=False) is None
     assert sorted(p.name for p in (tmp_path / "Brain").iterdir()) == [
-        "Brain-1.pt", "Brain-notes.pt", "checkpoint.pt"]
+        "Brain-1.pt",
+        "Brain-notes.pt",
+        "checkpoint.pt",
+    ]
     assert manager.load_latest()["meta_step"] == 2
     assert [e.file_path for e in manager.status.checkpoints("Brain")] == ["Brain/Brain-1.pt"]
     assert manager.status.get("Brain", "meta_step") == 2

@@ -109,16 +109,21 @@ def _float64_tuple() -> ActionTuple:
     return action
 
 
-@pytest.mark.parametrize(("action", "named"), [
-    (act(np.zeros((2, 3))), "(2, 3)"),
-    (act(np.zeros((3, 2))), "(3, 2)"),
-    (act(np.zeros(4)), "(4,)"),
-    (_float64_tuple(), "float64"),
-    (np.zeros((2, 2), np.float32), "ndarray"),
-    (ActionTuple(continuous=np.zeros((2, 2), np.float32), discrete=np.zeros((2, 1))),
-     "discrete"),
-    (act([[0.0, np.nan], [0.0, 0.0]]), "NaN"),
-])
+@pytest.mark.parametrize(
+    ("action", "named"),
+    [
+        (act(np.zeros((2, 3))), "(2, 3)"),
+        (act(np.zeros((3, 2))), "(3, 2)"),
+        (act(np.zeros(4)), "(4,)"),
+        (_float64_tuple(), "float64"),
+        (np.zeros((2, 2), np.float32), "ndarray"),
+        (
+            ActionTuple(continuous=np.zeros((2, 2), np.float32), discrete=np.zeros((2, 1))),
+            "discrete",
+        ),
+        (act([[0.0, np.nan], [0.0, 0.0]]), "NaN"),
+    ],
+)
 def test_bad_actions_raise_one_line_value_errors(action: ActionTuple, named: str) -> None:
     env = envs.make("FindTarget", num_areas=2)
     with pytest.raises(ValueError) as info:

@@ -50,15 +50,18 @@ def test_spread_and_norm() -> None:
 
 
 def test_pick_far_takes_first_far_enough_candidate_else_shifts_towards_the_centre() -> None:
-    candidates = np.array([[[0.5, 0], [3, 0], [5, 0]], [[0.1, 0], [0.2, 0], [0.3, 0]],
-                           [[-2, 1], [-2, 1], [-2, 1]]], np.float32)
+    candidates = np.array(
+        [[[0.5, 0], [3, 0], [5, 0]], [[0.1, 0], [0.2, 0], [0.3, 0]], [[-2, 1], [-2, 1], [-2, 1]]],
+        np.float32,
+    )
     anchor = np.array([[0, 0], [0, 0], [-2, 1]], np.float32)
     picked = pick_far(candidates, anchor, np.float32(2.0))
     assert picked.tolist() == [[3.0, 0.0], [-2.0, 0.0], [0.0, 1.0]]
 
 
-def _run(name: str, num_areas: int, seed: int, noise: np.ndarray,
-         switch_at: int) -> list[tuple[np.ndarray, ...]]:
+def _run(
+    name: str, num_areas: int, seed: int, noise: np.ndarray, switch_at: int
+) -> list[tuple[np.ndarray, ...]]:
     """Steps of a noisy greedy policy; parameters change mid-run. Per step: the step data."""
     env = envs.make(name, num_areas=num_areas, seed=seed, max_step=60)
     out: list[tuple[np.ndarray, ...]] = []
@@ -69,8 +72,7 @@ def _run(name: str, num_areas: int, seed: int, noise: np.ndarray,
         env.set_actions(B, ActionTuple(continuous=obs[:, 4:6] * np.float32(4.0) + shake))
         env.step()
         d, term = env.get_steps(B)
-        out.append((d.obs[0], d.reward, term.agent_id, term.obs[0], term.reward,
-                    term.interrupted))
+        out.append((d.obs[0], d.reward, term.agent_id, term.obs[0], term.reward, term.interrupted))
         obs = d.obs[0]
     return out
 
@@ -82,7 +84,7 @@ def test_n_areas_equal_n_one_area_envs_bitwise(name: str) -> None:
     batched = _run(name, n, seed, noise, switch_at=45)
     won = 0
     for i in (0, 1, 18, 36):
-        single = _run(name, 1, seed + i, noise[:, i:i + 1], switch_at=45)
+        single = _run(name, 1, seed + i, noise[:, i : i + 1], switch_at=45)
         for t in range(steps):
             obs, reward, ids, t_obs, t_reward, t_interrupted = batched[t]
             s_obs, s_reward, s_ids, s_t_obs, s_t_reward, s_interrupted = single[t]

@@ -30,38 +30,52 @@ def test_registry_and_unknown_task() -> None:
 
 
 def test_import_envs_does_not_load_mlagents_or_torch() -> None:
-    code = "import sys, envs; print(sorted(m for m in sys.modules " \
-           "if m.startswith(('mlagents_envs', 'torch'))))"
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    code = (
+        "import sys, envs; print(sorted(m for m in sys.modules "
+        "if m.startswith(('mlagents_envs', 'torch'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert loaded == "[]"
 
 
 def test_defaults() -> None:
     assert envs.family("FindTarget").defaults() == {
-        "arena_size": 10.0, "agent_speed": 0.2, "target_radius": 1.0, "max_step": 100.0,
-        "shaping": 1.0, "motor_rotation": 0.0, "hidden_goal": 0.0, "goal_x": 0.5, "goal_y": 0.5}
+        "arena_size": 10.0,
+        "agent_speed": 0.2,
+        "target_radius": 1.0,
+        "max_step": 100.0,
+        "shaping": 1.0,
+        "motor_rotation": 0.0,
+        "hidden_goal": 0.0,
+        "goal_x": 0.5,
+        "goal_y": 0.5,
+    }
     carry = envs.family("CarryObject").defaults()
     assert carry["max_step"] == 200.0 and carry["carry_speed"] == 0.7
     assert carry["goal_radius"] == 1.25
     assert "hidden_goal" not in carry and "carry_speed" in envs.family("CarryObject").param_names
 
 
-@pytest.mark.parametrize(("name", "values", "named"), [
-    ("FindTarget", {"arena_sise": 10}, "arena_sise"),
-    ("FindTarget", {"arena_size": -1.0}, "arena_size"),
-    ("FindTarget", {"agent_speed": 0.0}, "agent_speed"),
-    ("FindTarget", {"max_step": 10.5}, "max_step"),
-    ("FindTarget", {"max_step": 0}, "max_step"),
-    ("FindTarget", {"hidden_goal": 2}, "hidden_goal"),
-    ("FindTarget", {"shaping": float("nan")}, "shaping"),
-    ("FindTarget", {"motor_rotation": "90"}, "motor_rotation"),
-    ("FindTarget", {"target_radius": 3.0}, "target_radius"),
-    ("FindTarget", {"carry_speed": 0.5}, "carry_speed"),
-    ("CarryObject", {"carry_speed": 1.5}, "carry_speed"),
-    ("CarryObject", {"goal_radius": 4.0, "arena_size": 12.0}, "goal_radius"),
-    ("CarryObject", {"hidden_goal": 1}, "hidden_goal"),
-])
+@pytest.mark.parametrize(
+    ("name", "values", "named"),
+    [
+        ("FindTarget", {"arena_sise": 10}, "arena_sise"),
+        ("FindTarget", {"arena_size": -1.0}, "arena_size"),
+        ("FindTarget", {"agent_speed": 0.0}, "agent_speed"),
+        ("FindTarget", {"max_step": 10.5}, "max_step"),
+        ("FindTarget", {"max_step": 0}, "max_step"),
+        ("FindTarget", {"hidden_goal": 2}, "hidden_goal"),
+        ("FindTarget", {"shaping": float("nan")}, "shaping"),
+        ("FindTarget", {"motor_rotation": "90"}, "motor_rotation"),
+        ("FindTarget", {"target_radius": 3.0}, "target_radius"),
+        ("FindTarget", {"carry_speed": 0.5}, "carry_speed"),
+        ("CarryObject", {"carry_speed": 1.5}, "carry_speed"),
+        ("CarryObject", {"goal_radius": 4.0, "arena_size": 12.0}, "goal_radius"),
+        ("CarryObject", {"hidden_goal": 1}, "hidden_goal"),
+    ],
+)
 def test_bad_parameters_raise_one_line_value_errors(name: str, values: dict, named: str) -> None:
     assert named in _one_line_error(envs.family(name).validate, values)
     assert named in _one_line_error(envs.make, name, **values)

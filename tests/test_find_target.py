@@ -37,8 +37,9 @@ def test_spawn_keeps_agent_and_target_apart_and_inside_the_arena() -> None:
 
 
 def test_hidden_goal_is_unobserved_and_fixed_per_task() -> None:
-    env = envs.make("FindTarget", num_areas=64, hidden_goal=1, goal_x=0.5, goal_y=-0.25,
-                    shaping=0.0)
+    env = envs.make(
+        "FindTarget", num_areas=64, hidden_goal=1, goal_x=0.5, goal_y=-0.25, shaping=0.0
+    )
     core = env.core
     assert np.array_equal(env.get_steps(B)[0].obs[0][:, 4:9], np.zeros((64, 5)))
     assert np.array_equal(core.objective, np.array([[2.5] * 64, [-1.25] * 64], np.float32))

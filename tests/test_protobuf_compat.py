@@ -25,7 +25,8 @@ print("ok")
 
 
 def test_mlagents_messages_round_trip_on_upb_in_a_fresh_interpreter() -> None:
-    result = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", FRESH], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

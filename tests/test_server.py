@@ -95,7 +95,8 @@ class ToyEnv(BaseEnv):
         self.last = self.obs[self.ended].copy()
         for length in self.t[self.ended]:
             self.stats_channel.stats["Environment/Episode Length"].append(
-                (float(length), StatsAggregationMethod.AVERAGE))
+                (float(length), StatsAggregationMethod.AVERAGE)
+            )
         self.t[self.ended] = 0
         self.gain = self.next_gain
         fresh = self.rng.random((int(self.ended.sum()), 10), dtype=np.float32)
@@ -104,10 +105,22 @@ class ToyEnv(BaseEnv):
     def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
         ids, k = np.arange(self.n, dtype=np.int32), int(self.ended.sum())
         reward = np.where(self.ended, 0, self.reward).astype(np.float32)
-        decision = DecisionSteps([self.obs.copy()], reward, ids, None,
-                                 np.zeros(self.n, np.int32), np.zeros(self.n, np.float32))
-        terminal = TerminalSteps([self.last], self.reward[self.ended], np.zeros(k, bool),
-                                 ids[self.ended], np.zeros(k, np.int32), np.zeros(k, np.float32))
+        decision = DecisionSteps(
+            [self.obs.copy()],
+            reward,
+            ids,
+            None,
+            np.zeros(self.n, np.int32),
+            np.zeros(self.n, np.float32),
+        )
+        terminal = TerminalSteps(
+            [self.last],
+            self.reward[self.ended],
+            np.zeros(k, bool),
+            ids[self.ended],
+            np.zeros(k, np.int32),
+            np.zeros(k, np.float32),
+        )
         return decision, terminal
 
     def close(self) -> None:
@@ -118,8 +131,16 @@ def toy_factory(family: str, *, num_areas: int, seed: int, **params: float) -> T
     return ToyEnv(num_areas=num_areas, seed=seed, **params)
 
 
-@pytest.mark.parametrize("ids", [np.arange(64), np.arange(5) + 100, np.arange(300) + 16_000,
-                                 np.array([0, 2**30, 2**31 - 1]), np.array([127, 128, 3])])
+@pytest.mark.parametrize(
+    "ids",
+    [
+        np.arange(64),
+        np.arange(5) + 100,
+        np.arange(300) + 16_000,
+        np.array([0, 2**30, 2**31 - 1]),
+        np.array([127, 128, 3]),
+    ],
+)
 def test_agent_infos_parse_to_what_protobuf_builds(ids: np.ndarray) -> None:
     rng, n = np.random.default_rng(0), len(ids)
     spec = BehaviorSpec([VECTOR, GOAL], ActionSpec.create_continuous(2))
@@ -129,8 +150,9 @@ def test_agent_infos_parse_to_what_protobuf_builds(ids: np.ndarray) -> None:
     data = protocol.AgentInfoEncoder(spec).encode([vector, goal], reward, done, max_step, ids)
     expected = UnityRLOutputProto.ListAgentInfoProto()
     for i in range(n):
-        info = expected.value.add(reward=reward[i], done=done[i], max_step_reached=max_step[i],
-                                  id=ids[i])
+        info = expected.value.add(
+            reward=reward[i], done=done[i], max_step_reached=max_step[i], id=ids[i]
+        )
         obs = info.observations.add(shape=[10], dimension_properties=[1], name="vector")
         obs.float_data.data.extend(vector[i])
         obs = info.observations.add(shape=[2, 3], dimension_properties=[1, 1], observation_type=1)
@@ -157,7 +179,9 @@ def test_actions_read_in_bulk_equal_protobuf_fields() -> None:
     assert np.array_equal(protocol.actions(listed, n, SPEC.action_spec).continuous, moves)
     only_new = UnityMessageProto()
     for row in moves[:3]:
-        only_new.unity_input.rl_input.agent_actions["Brain"].value.add().continuous_actions.extend(row)
+        only_new.unity_input.rl_input.agent_actions["Brain"].value.add().continuous_actions.extend(
+            row
+        )
     other = only_new.unity_input.rl_input.agent_actions["Brain"]
     assert protocol.continuous_actions(other.SerializeToString(), 3, 2) is None  # other layout
     assert np.array_equal(protocol.actions(other, 3, SPEC.action_spec).continuous, moves[:3])
@@ -199,17 +223,35 @@ def test_stats_messages_parse_with_the_stats_side_channel() -> None:
         assert channel == sink.channel_id
         sink.on_message_received(IncomingMessage(message))
     average = StatsAggregationMethod.AVERAGE
-    assert dict(sink.stats) == {"Environment/Success": [(1.0, average)],
-                                "Environment/Episode Length": [(7.0, average)]}
+    assert dict(sink.stats) == {
+        "Environment/Success": [(1.0, average)],
+        "Environment/Episode Length": [(7.0, average)],
+    }
     assert source.get_and_reset_stats() == {}
 
 
 def test_player_accepts_every_unity_player_argument() -> None:
-    args = server.parse_args(["FindTarget", "-nographics", "-batchmode", "--mlagents-port",
-                              "5007", "-logFile", "/tmp/x.log", "-screen-width", "84",
-                              "--mlagents-num-areas", "8"])
-    assert (args.port, args.log_file, args.num_areas, args.no_graphics) == (5007, "/tmp/x.log",
-                                                                             8, True)
+    args = server.parse_args(
+        [
+            "FindTarget",
+            "-nographics",
+            "-batchmode",
+            "--mlagents-port",
+            "5007",
+            "-logFile",
+            "/tmp/x.log",
+            "-screen-width",
+            "84",
+            "--mlagents-num-areas",
+            "8",
+        ]
+    )
+    assert (args.port, args.log_file, args.num_areas, args.no_graphics) == (
+        5007,
+        "/tmp/x.log",
+        8,
+        True,
+    )
     assert args.ignored == ["-screen-width", "84"]
     assert server.parse_args(["FindTarget", "-logfile", "-", "-batchmode"]).log_file == "-"
     assert server.parse_args(["FindTarget", "-logFile", "-batchmode"]).log_file == "-"
@@ -235,12 +277,14 @@ class ListLog(list):
 def session(transport: str, channels: list) -> tuple[UnityEnvironment, threading.Thread, ListLog]:
     """A player over ToyEnv (4 areas, seed 5) in a thread, and the UnityEnvironment on it."""
     port, log = free_port(), ListLog()
-    args = server.parse_args(["Toy", "--mlagents-port", str(port), "--mlagents-transport",
-                              transport])
+    args = server.parse_args(
+        ["Toy", "--mlagents-port", str(port), "--mlagents-transport", transport]
+    )
     player = threading.Thread(target=server.serve, args=(args, toy_factory, log), daemon=True)
     player.start()
-    env = UnityEnvironment(file_name=None, base_port=port, num_areas=4, seed=5,
-                           side_channels=channels, timeout_wait=20)
+    env = UnityEnvironment(
+        file_name=None, base_port=port, num_areas=4, seed=5, side_channels=channels, timeout_wait=20
+    )
     return env, player, log
 
 
@@ -271,7 +315,8 @@ def test_a_session_matches_the_task_it_serves(transport: str) -> None:
             native.step()
         lengths = stats.get_and_reset_stats()["Environment/Episode Length"]
         assert sorted(v for v, _ in lengths) == sorted(
-            v for v, _ in native.stats_channel.stats["Environment/Episode Length"])
+            v for v, _ in native.stats_channel.stats["Environment/Episode Length"]
+        )
     finally:
         env.close()
         player.join(10)
@@ -282,20 +327,28 @@ def test_a_session_matches_the_task_it_serves(transport: str) -> None:
 
 def test_player_without_a_trainer_exits_with_an_error() -> None:
     log = ListLog()
-    args = server.parse_args(["Toy", "--mlagents-port", str(free_port()),
-                              "--mlagents-connect-timeout", "0.3"])
+    args = server.parse_args(
+        ["Toy", "--mlagents-port", str(free_port()), "--mlagents-connect-timeout", "0.3"]
+    )
     assert server.serve(args, toy_factory, log) == 1  # type: ignore[arg-type]
     assert "no gRPC server" in log[-1]
 
 
 def test_multiple_behaviors_and_empty_terminals_keep_their_order() -> None:
-    decision = DecisionSteps([np.ones((2, 10), np.float32)], np.zeros(2, np.float32),
-                             np.array([4, 9], np.int32), None, np.zeros(2, np.int32),
-                             np.zeros(2, np.float32))
+    decision = DecisionSteps(
+        [np.ones((2, 10), np.float32)],
+        np.zeros(2, np.float32),
+        np.array([4, 9], np.int32),
+        None,
+        np.zeros(2, np.int32),
+        np.zeros(2, np.float32),
+    )
     encoder = protocol.AgentInfoEncoder(SPEC)
-    data = protocol.output_message({"Brain": encoder.encode_steps(decision,
-                                                                  TerminalSteps.empty(SPEC))},
-                                   b"", [protocol.brain_parameters("Brain", SPEC)])
+    data = protocol.output_message(
+        {"Brain": encoder.encode_steps(decision, TerminalSteps.empty(SPEC))},
+        b"",
+        [protocol.brain_parameters("Brain", SPEC)],
+    )
     message = UnityMessageProto.FromString(data)
     infos = message.unity_output.rl_output.agentInfos["Brain"].value
     assert [i.id for i in infos] == [4, 9] and message.header.status == 200

@@ -28,8 +28,13 @@ from meta.stats_writers import TensorBoardWriter, WandbWriter
 
 def _row(step: int, **extra: Any) -> dict[str, Any]:
     row = {c: "" for c in META_STEP_COLUMNS}
-    row.update(meta_step=step, task="FindTarget", task_params={"motor_rotation": 0.5, "a": 1},
-               mean_reward=0.1 * step, **extra)
+    row.update(
+        meta_step=step,
+        task="FindTarget",
+        task_params={"motor_rotation": 0.5, "a": 1},
+        mean_reward=0.1 * step,
+        **extra,
+    )
     return row
 
 
@@ -85,8 +90,7 @@ def test_tensorboard_one_point_per_meta_step_on_both_axes(tmp_path: Path) -> Non
     for step in range(1, 6):
         writer.write(step, step * 1000, {CUMULATIVE_REWARD: step / 10, SUCCESS_RATE: 0.5})
     writer.close()
-    assert _scalars(log_dir, CUMULATIVE_REWARD) == [
-        (s, pytest.approx(s / 10)) for s in range(1, 6)]
+    assert _scalars(log_dir, CUMULATIVE_REWARD) == [(s, pytest.approx(s / 10)) for s in range(1, 6)]
     assert [s for s, _ in _scalars(log_dir, SUCCESS_RATE)] == [1, 2, 3, 4, 5]
     by_env = _scalars(log_dir / "env_steps", ENV_STEPS_PREFIX + CUMULATIVE_REWARD)
     assert [s for s, _ in by_env] == [1000, 2000, 3000, 4000, 5000]
@@ -103,7 +107,13 @@ def test_tensorboard_purges_steps_redone_after_resume(tmp_path: Path) -> None:
         resumed.write(step, step * 10, {CUMULATIVE_REWARD: 1.0})
     resumed.close()
     assert _scalars(log_dir, CUMULATIVE_REWARD) == [
-        (1, 0.0), (2, 0.0), (3, 0.0), (4, 1.0), (5, 1.0), (6, 1.0)]
+        (1, 0.0),
+        (2, 0.0),
+        (3, 0.0),
+        (4, 1.0),
+        (5, 1.0),
+        (6, 1.0),
+    ]
     by_env = _scalars(log_dir / "env_steps", ENV_STEPS_PREFIX + CUMULATIVE_REWARD)
     assert [s for s, _ in by_env] == [10, 20, 30, 40, 50, 60]
 
@@ -121,8 +131,13 @@ def test_console_logs_every_n_meta_steps(caplog: pytest.LogCaptureFixture) -> No
 def test_reporter_fans_out_and_build_validates(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown stats writers"):
         build_reporter(tmp_path, run_id="r", writers=["console", "mlflow"])
-    reporter = build_reporter(tmp_path, run_id="r", writers=["csv", "tensorboard"],
-                              extra_columns=["seed"], inner_columns=["update", "policy_loss"])
+    reporter = build_reporter(
+        tmp_path,
+        run_id="r",
+        writers=["csv", "tensorboard"],
+        extra_columns=["seed"],
+        inner_columns=["update", "policy_loss"],
+    )
     with reporter:
         reporter.write(1, 100, {CUMULATIVE_REWARD: 0.5})
         reporter.write_rows("meta_steps", [_row(1, seed=3)])
@@ -142,15 +157,19 @@ def _wandb_history(run_file: Path) -> list[dict[str, Any]]:
         if block - pos % block < 7:
             pos += block - pos % block
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         pending = chunk if kind in (1, 2) else pending + chunk
         if kind in (1, 4):
             record = wandb_internal_pb2.Record()
             record.ParseFromString(pending)
             if record.WhichOneof("record_type") == "history":
-                history.append({i.key or "/".join(i.nested_key): json.loads(i.value_json)
-                                for i in record.history.item})
+                history.append(
+                    {
+                        i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                        for i in record.history.item
+                    }
+                )
     return history
 
 
@@ -158,8 +177,11 @@ def test_wandb_offline_history_and_persisted_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("wandb")
-    for key, value in {"WANDB_MODE": "offline", "WANDB_SILENT": "true",
-                       "WANDB_DIR": str(tmp_path)}.items():
+    for key, value in {
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "WANDB_DIR": str(tmp_path),
+    }.items():
         monkeypatch.setenv(key, value)
     wandb_id = "abc12345"
     writer = WandbWriter(tmp_path, "my-run", wandb_id, {"ppo": {"beta": 0.005}})

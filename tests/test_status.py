@@ -34,8 +34,11 @@ def test_round_trip_keeps_mlagents_layout(tmp_path: Path) -> None:
         "torch_version": torch.__version__,
     }
     assert raw["Brain"]["checkpoints"][0] == {
-        "steps": 100, "file_path": "Brain/Brain-1.pt", "reward": 0.5,
-        "creation_time": 1.7e9 + 1, "auxillary_file_paths": [],
+        "steps": 100,
+        "file_path": "Brain/Brain-1.pt",
+        "reward": 0.5,
+        "creation_time": 1.7e9 + 1,
+        "auxillary_file_paths": [],
     }
     assert raw["Brain"]["final_checkpoint"]["file_path"] == "Brain/Brain-2.pt"
     assert raw["Brain"]["meta_step"] == 2
@@ -63,7 +66,9 @@ def test_checkpoint_add_replaces_same_path_and_remove(tmp_path: Path) -> None:
     newer = CheckpointEntry(999, "Brain/Brain-1.pt", None, 2e9)
     status.add_checkpoint("Brain", newer)
     assert [e.file_path for e in status.checkpoints("Brain")] == [
-        "Brain/Brain-2.pt", "Brain/Brain-1.pt"]
+        "Brain/Brain-2.pt",
+        "Brain/Brain-1.pt",
+    ]
     assert status.remove_checkpoint("Brain", "Brain/Brain-2.pt")
     assert not status.remove_checkpoint("Brain", "Brain/Brain-2.pt")
     assert status.checkpoints("Brain") == [newer]
@@ -95,8 +100,10 @@ def test_metadata_is_not_settable(tmp_path: Path) -> None:
         ('{"metadata": {"stats_format_version": "0.2.0"}}', "incompatible"),
         ('{"metadata": {}}', "incompatible"),
         ("[1, 2]", "JSON object"),
-        ('{"metadata": {"stats_format_version": "0.3.0"}, "Brain": {"checkpoints": [{}]}}',
-         "malformed Brain.checkpoints"),
+        (
+            '{"metadata": {"stats_format_version": "0.3.0"}, "Brain": {"checkpoints": [{}]}}',
+            "malformed Brain.checkpoints",
+        ),
     ],
 )
 def test_load_errors_are_one_line_and_name_the_file(
@@ -118,11 +125,18 @@ def test_missing_file_is_a_status_error(tmp_path: Path) -> None:
 
 def test_other_library_versions_only_warn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "s.json"
-    path.write_text(json.dumps({
-        "metadata": {"stats_format_version": "0.3.0", "mlagents_version": "0.27.0",
-                     "torch_version": "1.8.0"},
-        "Brain": {"meta_step": 4},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "metadata": {
+                    "stats_format_version": "0.3.0",
+                    "mlagents_version": "0.27.0",
+                    "torch_version": "1.8.0",
+                },
+                "Brain": {"meta_step": 4},
+            }
+        )
+    )
     with caplog.at_level(logging.WARNING):
         status = TrainingStatus.load(path)
     assert status.get("Brain", "meta_step") == 4

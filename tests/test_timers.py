@@ -40,11 +40,17 @@ def test_nested_scopes_build_mlagents_tree(tmp_path: Path) -> None:
     assert tree["name"] == "root" and tree["count"] == 1
     meta = tree["metadata"]
     assert meta["timer_format_version"] == "0.1.0"
-    for key in ("start_time_seconds", "end_time_seconds", "python_version",
-                "command_line_arguments", "mlagents_envs_version"):
+    for key in (
+        "start_time_seconds",
+        "end_time_seconds",
+        "python_version",
+        "command_line_arguments",
+        "mlagents_envs_version",
+    ):
         assert isinstance(meta[key], str)
     assert tree["gauges"] == {
-        "Brain.mean_reward": {"value": -2.0, "min": -2.0, "max": 1.0, "count": 2}}
+        "Brain.mean_reward": {"value": -2.0, "min": -2.0, "max": 1.0, "count": 2}
+    }
     inner = tree["children"]["inner_training"]
     assert inner["count"] == 3
     assert inner["children"]["env_step"]["count"] == 12

@@ -64,13 +64,19 @@ def gone(pid: int, within: float = 10.0) -> bool:
     return False
 
 
-def launch(family: str, tmp_path: Path, channels: list | None = None, **kwargs: object
-           ) -> UnityEnvironment:
+def launch(
+    family: str, tmp_path: Path, channels: list | None = None, **kwargs: object
+) -> UnityEnvironment:
     """A build of ``family`` launched by UnityEnvironment, as mlagents-learn launches one."""
     options = {"num_areas": 6, "seed": 11, "timeout_wait": 20, **kwargs}
-    return UnityEnvironment(file_name=str(resolve_build(family)), base_port=free_ports(),
-                            no_graphics=True, log_folder=str(tmp_path),
-                            side_channels=channels or [StatsSideChannel()], **options)
+    return UnityEnvironment(
+        file_name=str(resolve_build(family)),
+        base_port=free_ports(),
+        no_graphics=True,
+        log_folder=str(tmp_path),
+        side_channels=channels or [StatsSideChannel()],
+        **options,
+    )
 
 
 def assert_same_steps(a: BaseEnv, b: BaseEnv) -> None:
@@ -140,16 +146,21 @@ def test_parameters_change_the_episodes_and_samplers_draw_per_episode(tmp_path: 
             native.set_parameters(agent_speed=draw())
             for target in (env, native, default):
                 target.step()
-        assert not np.array_equal(env.get_steps("Brain")[0].obs[0],
-                                  default.get_steps("Brain")[0].obs[0])
+        assert not np.array_equal(
+            env.get_steps("Brain")[0].obs[0], default.get_steps("Brain")[0].obs[0]
+        )
     finally:
         env.close()
 
 
 def test_build_honours_areas_and_accepts_any_player_argument(tmp_path: Path) -> None:
     log = tmp_path / "custom" / "player.log"
-    env = launch("CarryObject", tmp_path, num_areas=7, additional_args=[
-        "-logFile", str(log), "-screen-fullscreen", "0", "--some-flag"])
+    env = launch(
+        "CarryObject",
+        tmp_path,
+        num_areas=7,
+        additional_args=["-logFile", str(log), "-screen-fullscreen", "0", "--some-flag"],
+    )
     try:
         env.reset()
         assert len(env.get_steps("Brain")[0]) == 7
@@ -187,9 +198,12 @@ if __name__ == "__main__":
 @pytest.mark.parametrize("kind", ["raw", "backend"])
 def test_no_orphan_when_the_python_side_dies(kind: str, tmp_path: Path) -> None:
     root = Path(envs.__file__).resolve().parent.parent
-    trainer = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, kind,
-                                str(free_ports(2)), str(tmp_path)], cwd=root,
-                               stdout=subprocess.PIPE, text=True)
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_SCRIPT, kind, str(free_ports(2)), str(tmp_path)],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         pids = [int(p) for p in trainer.stdout.readline().split()]  # type: ignore[union-attr]
         assert pids and not any(gone(pid, 0.2) for pid in pids)
@@ -209,10 +223,17 @@ def test_no_orphan_after_close_and_logs_written(tmp_path: Path) -> None:
 
 
 def test_backend_matches_native_across_meta_steps(tmp_path: Path) -> None:
-    with UnityEnv("CarryObject", num_envs=2, num_areas=3, seed=5, base_port=free_ports(2),
-                  timeout_wait=20, log_folder=tmp_path, max_step=30) as env:
-        natives = [envs.make("CarryObject", num_areas=3, seed=5 + i, max_step=30)
-                   for i in range(2)]
+    with UnityEnv(
+        "CarryObject",
+        num_envs=2,
+        num_areas=3,
+        seed=5,
+        base_port=free_ports(2),
+        timeout_wait=20,
+        log_folder=tmp_path,
+        max_step=30,
+    ) as env:
+        natives = [envs.make("CarryObject", num_areas=3, seed=5 + i, max_step=30) for i in range(2)]
         both = NativePair(natives)
         for meta_step, speed in enumerate((0.2, 0.3)):
             env.set_parameters(agent_speed=speed)
@@ -251,8 +272,9 @@ class NativePair(BaseEnv):
         start = 0
         for child in self.children:
             n = len(child.get_steps(behavior_name)[0])
-            child.set_actions(behavior_name,
-                              ActionTuple(continuous=action.continuous[start:start + n]))
+            child.set_actions(
+                behavior_name, ActionTuple(continuous=action.continuous[start : start + n])
+            )
             start += n
 
     def get_steps(self, behavior_name: str) -> tuple:
@@ -261,8 +283,10 @@ class NativePair(BaseEnv):
         parts = [child.get_steps(behavior_name) for child in self.children]
         offsets = [0, 2**30]
         decisions, terminals = [d for d, _ in parts], [t for _, t in parts]
-        return (concat_decisions(decisions, offset_ids(decisions, offsets)),
-                concat_terminals(terminals, offset_ids(terminals, offsets)))
+        return (
+            concat_decisions(decisions, offset_ids(decisions, offsets)),
+            concat_terminals(terminals, offset_ids(terminals, offsets)),
+        )
 
     def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
         raise NotImplementedError
@@ -272,8 +296,14 @@ class NativePair(BaseEnv):
 
 
 def test_a_killed_build_is_detected_and_restarted(tmp_path: Path) -> None:
-    env = UnityEnv("FindTarget", num_areas=2, base_port=free_ports(), timeout_wait=10,
-                   log_folder=tmp_path, max_restarts=1)
+    env = UnityEnv(
+        "FindTarget",
+        num_areas=2,
+        base_port=free_ports(),
+        timeout_wait=10,
+        log_folder=tmp_path,
+        max_restarts=1,
+    )
     try:
         worker, build = env.pids[0]
         env.step()
@@ -314,14 +344,27 @@ def fake_build(tmp_path: Path, body: str) -> Path:
 
 def test_a_build_that_never_connects_times_out_naming_its_log(tmp_path: Path) -> None:
     start = time.monotonic()
-    with pytest.raises(BuildTimeout, match=r"Fake.x86_64 .* did not connect within 2s; "
-                                           r"see its log .*Player-0.log"):
-        UnityEnv("Fake", path=fake_build(tmp_path, "exec sleep 30"), timeout_wait=2,
-                 base_port=free_ports(), log_folder=tmp_path)
+    with pytest.raises(
+        BuildTimeout,
+        match=r"Fake.x86_64 .* did not connect within 2s; "
+        r"see its log .*Player-0.log",
+    ):
+        UnityEnv(
+            "Fake",
+            path=fake_build(tmp_path, "exec sleep 30"),
+            timeout_wait=2,
+            base_port=free_ports(),
+            log_folder=tmp_path,
+        )
     assert time.monotonic() - start < 15
     with pytest.raises(BuildCrashed, match="exited before connecting"):
-        UnityEnv("Fake", path=fake_build(tmp_path, "exit 3"), timeout_wait=5,
-                 base_port=free_ports(), log_folder=tmp_path)
+        UnityEnv(
+            "Fake",
+            path=fake_build(tmp_path, "exit 3"),
+            timeout_wait=5,
+            base_port=free_ports(),
+            log_folder=tmp_path,
+        )
 
 
 def test_a_taken_port_is_named_with_the_fix(tmp_path: Path) -> None:
