@@ -25,6 +25,7 @@ from envs.bench import throughput
 from meta import bench_limit, bench_report
 from meta.bench_sb3 import Outcome, Settings, train_ours, train_sb3
 from meta.config import PPOConfig
+from meta.fileio import atomic_write_text
 from meta.rollout import SERIAL_BATCH
 from meta.threads import torch_threads
 
@@ -217,6 +218,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--eval-episodes", type=int, default=1024)
     parser.add_argument("--out", default="results/bench.json", help="JSON report")
     parser.add_argument("--markdown", help="also write the report as markdown here")
+    parser.add_argument(
+        "--readme",
+        help="also replace the Performance section of this README (between its meta-bench markers)",
+    )
     args = parser.parse_args(argv)
     args.argv = argv
     args.steps = args.steps or (100_000 if args.quick else 300_000)
@@ -226,8 +231,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """meta-bench [--quick] [--out bench.json] [--markdown experiments/performance.md]."""
+    """meta-bench [--quick] [--out bench.json] [--markdown FILE] [--readme README.md]."""
     args = parse(argv)
+    if args.readme:
+        bench_report.splice(Path(args.readme).read_text(), "")  # fail before a long run
     report = run(args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -236,7 +243,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(bench_report.markdown(report))
-    print(f"meta-bench: wrote {out}" + (f" and {args.markdown}" if args.markdown else ""))
+    if args.readme:
+        readme = Path(args.readme)
+        atomic_write_text(
+            readme, bench_report.splice(readme.read_text(), bench_report.markdown(report))
+        )
+    written = [str(p) for p in (out, args.markdown, args.readme) if p]
+    print(f"meta-bench: wrote {', '.join(written)}")
 
 
 if __name__ == "__main__":

@@ -291,3 +291,15 @@ def markdown(report: dict[str, Any]) -> str:
     for title, table in tables(report):
         parts += [f"### {title}", "", _md_table(table), ""]
     return "\n".join(parts)
+
+
+BEGIN, END = "<!-- meta-bench:begin -->", "<!-- meta-bench:end -->"
+
+
+def splice(text: str, block: str) -> str:
+    """`text` with what stands between the meta-bench markers replaced by `block`."""
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise ValueError(f"the README needs one {BEGIN} line followed by one {END} line")
+    head, rest = text.split(BEGIN)
+    _, tail = rest.split(END)
+    return f"{head}{BEGIN}\n{block.strip()}\n{END}{tail}"

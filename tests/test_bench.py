@@ -86,3 +86,14 @@ def test_quick_bench_writes_json_markdown_and_tables(
     assert "| threads | ours steps/s | SB3 steps/s |" in text
     printed = capsys.readouterr().out
     assert "Inner PPO vs Stable-Baselines3" in printed and "meta-bench: wrote" in printed
+
+
+def test_readme_section_is_spliced_between_the_markers() -> None:
+    from meta.bench_report import BEGIN, END, splice
+
+    text = f"# Title\n\n{BEGIN}\nold table\n{END}\n\nmore\n"
+    assert splice(text, "## Performance\n\nnew") == (
+        f"# Title\n\n{BEGIN}\n## Performance\n\nnew\n{END}\n\nmore\n"
+    )
+    with pytest.raises(ValueError, match="meta-bench:begin"):
+        splice("# no markers\n", "x")
