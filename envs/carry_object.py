@@ -19,7 +19,7 @@ from envs.core import (
     pick_far,
     spread,
 )
-from envs.family import Family, TaskParams, param
+from envs.family import SHARED_TEST_RANGES, SHARED_TRAIN_RANGES, Family, TaskParams, param
 
 CARRY, GOAL_RADIUS = COMMON, COMMON + 1
 
@@ -100,14 +100,12 @@ CARRY_OBJECT = Family(
     params_type=CarryObjectParams,
     core_type=CarryObjectCore,
     train_ranges={
-        "motor_rotation": ((-60.0, 60.0),),
-        "agent_speed": ((0.15, 0.25),),
+        **SHARED_TRAIN_RANGES,
         "carry_speed": ((0.55, 0.85),),
         "goal_radius": ((1.0, 1.5),),
     },
     test_ranges={
-        "motor_rotation": ((-120.0, -60.0), (60.0, 120.0)),
-        "agent_speed": ((0.1, 0.15), (0.25, 0.3)),
+        **SHARED_TEST_RANGES,
         "carry_speed": ((0.4, 0.55),),
         "goal_radius": ((0.75, 1.0),),
     },

@@ -33,15 +33,20 @@ class MergedStats(StatsSideChannel):
 
 
 class ConcatEnv(BaseEnv):
-    """Steps child environments together; agent ids are offset so they stay unique."""
+    """Steps child environments together; agent ids are offset so they stay unique.
 
-    def __init__(self, children: Sequence[BaseEnv]) -> None:
+    Child i's ids are shifted by the agents before it, or by i * id_stride when given (as the
+    unity backend numbers its workers' agents).
+    """
+
+    def __init__(self, children: Sequence[BaseEnv], id_stride: int | None = None) -> None:
         if not children:
             raise ValueError("ConcatEnv needs at least one environment")
         specs = [dict(child.behavior_specs) for child in children]
         if any(spec != specs[0] for spec in specs[1:]):
             raise ValueError("ConcatEnv: child environments have different behavior specs")
         self.children = list(children)
+        self.id_stride = id_stride
         self._specs = specs[0]
         self._sizes: dict[str, list[int]] = {}
         self._offsets: dict[str, list[int]] = {}
@@ -76,7 +81,11 @@ class ConcatEnv(BaseEnv):
         """Concatenated decision and terminal steps, ids offset per child."""
         parts = [child.get_steps(behavior_name) for child in self.children]
         sizes = [len(d) for d, _ in parts]
-        offsets = np.cumsum([0, *sizes])[:-1].tolist()
+        offsets = (
+            [i * self.id_stride for i in range(len(sizes))]
+            if self.id_stride
+            else np.cumsum([0, *sizes])[:-1].tolist()
+        )
         self._sizes[behavior_name] = sizes
         self._offsets[behavior_name] = offsets
         decisions, terminals = [d for d, _ in parts], [t for _, t in parts]

@@ -141,3 +141,11 @@ class Family:
                 u -= high - low
             out[name] = min(low + u, math.nextafter(high, low))
         return out
+
+
+# Hidden dynamics every family shares: the move command's rotation and the agent's speed.
+SHARED_TRAIN_RANGES: Ranges = {"motor_rotation": ((-60.0, 60.0),), "agent_speed": ((0.15, 0.25),)}
+SHARED_TEST_RANGES: Ranges = {
+    "motor_rotation": ((-120.0, -60.0), (60.0, 120.0)),
+    "agent_speed": ((0.1, 0.15), (0.25, 0.3)),
+}

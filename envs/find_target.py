@@ -17,7 +17,7 @@ from envs.core import (
     pick_far,
     spread,
 )
-from envs.family import Family, TaskParams, param
+from envs.family import SHARED_TEST_RANGES, SHARED_TRAIN_RANGES, Family, TaskParams, param
 
 HIDDEN, GOAL_XY = COMMON, slice(COMMON + 1, COMMON + 3)
 
@@ -63,15 +63,13 @@ FIND_TARGET = Family(
     params_type=FindTargetParams,
     core_type=FindTargetCore,
     train_ranges={
-        "motor_rotation": ((-60.0, 60.0),),
-        "agent_speed": ((0.15, 0.25),),
+        **SHARED_TRAIN_RANGES,
         "target_radius": ((0.8, 1.2),),
         "goal_x": ((-0.8, -0.3), (0.3, 0.8)),
         "goal_y": ((-0.8, -0.3), (0.3, 0.8)),
     },
     test_ranges={
-        "motor_rotation": ((-120.0, -60.0), (60.0, 120.0)),
-        "agent_speed": ((0.1, 0.15), (0.25, 0.3)),
+        **SHARED_TEST_RANGES,
         "target_radius": ((0.6, 0.8),),
         "goal_x": ((-0.3, 0.3),),
         "goal_y": ((-0.3, 0.3),),

@@ -19,7 +19,7 @@ from meta.checkpoints import CheckpointManager
 from meta.config import Config
 from meta.curriculum import EnvironmentParameters, parse_environment_parameters
 from meta.envpool import EnvPool
-from meta.policy import Policy
+from meta.export import export_actor
 from meta.ppo import Hyper, InnerResult, inner_train, policy_for
 from meta.progress import Progress
 from meta.records import UPDATE_KEYS, MetaStep, extra_columns, nanmean, rows, scalars, update_rows
@@ -318,27 +318,13 @@ class MetaTrainer:
         policy = policy_for(env, self.cfg.network)
         self.plan.pool.release(env)
         policy.load_state_dict(self.theta)
-        example = torch.zeros(1, policy.normalizer.mean.shape[0])
-        self.checkpoints.export_onnx(DeterministicActor(policy).eval(), example)
+        export_actor(self.checkpoints, policy)
 
     def close(self) -> None:
         """Write timers, close writers and builds (also after an interruption)."""
         self.timers.write(self.run_dir / TIMERS_FILE)
         self.reporter.close()
         self.plan.pool.close()
-
-
-class DeterministicActor(torch.nn.Module):
-    """The policy's mean action, clipped to [-1, 1]: what a deployed build would run."""
-
-    def __init__(self, policy: Policy) -> None:
-        super().__init__()
-        self.policy = policy
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Observations to actions."""
-        action, _, _ = self.policy.act(obs, deterministic=True)
-        return torch.clamp(action, -1.0, 1.0)
 
 
 def train(cfg: Config, run_id: str) -> Path:

@@ -179,3 +179,16 @@ def test_resume_of_missing_run_and_broken_status(tiny_config: Factory) -> None:
 def test_initialize_from_missing_run(tiny_config: Factory) -> None:
     with pytest.raises(RunError, match="no weights"):
         plan(tiny_config("initialize_from=ghost"), "child")
+
+
+def test_export_onnx_writes_brain_onnx_or_warns(
+    tiny_config: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    import importlib.util
+
+    run_dir = train(tiny_config("meta.steps=1", "checkpoint.export_onnx=true"), "onnx")
+    if importlib.util.find_spec("onnx") is None:
+        assert "ONNX export skipped" in caplog.text
+    else:
+        assert (run_dir / "Brain.onnx").is_file()
+    assert (run_dir / "Brain.pt").is_file()

@@ -23,6 +23,7 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 import envs
 from envs import side_channels
+from envs.concat import ConcatEnv
 from envs.unity import BuildCrashed, BuildTimeout, PortInUse, UnityEnv, resolve_build
 
 FAMILIES = ("FindTarget", "CarryObject")
@@ -234,7 +235,7 @@ def test_backend_matches_native_across_meta_steps(tmp_path: Path) -> None:
         max_step=30,
     ) as env:
         natives = [envs.make("CarryObject", num_areas=3, seed=5 + i, max_step=30) for i in range(2)]
-        both = NativePair(natives)
+        both = ConcatEnv(natives, id_stride=2**30)
         for meta_step, speed in enumerate((0.2, 0.3)):
             env.set_parameters(agent_speed=speed)
             both.set_parameters(agent_speed=speed)
@@ -246,53 +247,6 @@ def test_backend_matches_native_across_meta_steps(tmp_path: Path) -> None:
         assert len(stats["Environment/Success"]) > 0
         with pytest.raises(ValueError, match="agent_speed"):
             env.set_parameters(agent_speed=-1.0)
-
-
-class NativePair(BaseEnv):
-    """Two native tasks as UnityEnv presents two workers (ids offset by 2**30)."""
-
-    def __init__(self, children: list[BaseEnv]) -> None:
-        self.children = children
-
-    behavior_specs = property(lambda self: self.children[0].behavior_specs)
-
-    def set_parameters(self, **params: float) -> None:
-        for child in self.children:
-            child.set_parameters(**params)  # type: ignore[attr-defined]
-
-    def reset(self) -> None:
-        for child in self.children:
-            child.reset()
-
-    def step(self) -> None:
-        for child in self.children:
-            child.step()
-
-    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
-        start = 0
-        for child in self.children:
-            n = len(child.get_steps(behavior_name)[0])
-            child.set_actions(
-                behavior_name, ActionTuple(continuous=action.continuous[start : start + n])
-            )
-            start += n
-
-    def get_steps(self, behavior_name: str) -> tuple:
-        from envs.concat import concat_decisions, concat_terminals, offset_ids
-
-        parts = [child.get_steps(behavior_name) for child in self.children]
-        offsets = [0, 2**30]
-        decisions, terminals = [d for d, _ in parts], [t for _, t in parts]
-        return (
-            concat_decisions(decisions, offset_ids(decisions, offsets)),
-            concat_terminals(terminals, offset_ids(terminals, offsets)),
-        )
-
-    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
 
 
 def test_a_killed_build_is_detected_and_restarted(tmp_path: Path) -> None:
