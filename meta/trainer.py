@@ -186,14 +186,18 @@ class MetaTrainer:
                 (k + 1) / cfg.meta.steps, {BEHAVIOR: [x for x in rewards if x == x]}
             )
             table = self._commit(step, new_theta)
-        names = self.plan.parameters.lesson_names()
+        settings = self.plan.parameters.settings
         for name, lesson in changes.items():
+            new = settings[name].lessons[lesson]
             log.info(
-                "Parameter %s moved to lesson %d (%s) after meta-step %d",
+                "Parameter %s moved to lesson %d (%s, value %s) after meta-step %d; "
+                "this meta-step drew %s",
                 name,
                 lesson,
-                names[name],
+                new.name,
+                new.value,
                 k,
+                ", ".join(f"{n}={v:g}" for n, v in env_params.items()),
             )
         return table
 

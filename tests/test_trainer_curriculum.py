@@ -73,3 +73,15 @@ def test_bad_curricula_fail_before_anything_is_written(
     with pytest.raises(ValueError, match=message):
         plan(cfg, "bad")
     assert not Path(cfg.results_dir).exists()
+
+
+def test_a_lesson_change_is_announced_with_its_values(
+    tiny_config: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="meta.trainer"):
+        train(tiny_config(CURRICULUM), "announced")
+    (line,) = [r.getMessage() for r in caplog.records if "moved to lesson" in r.getMessage()]
+    assert "arena_size moved to lesson 1 (Large" in line and "12" in line
+    assert "drew arena_size=6" in line
