@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -15,10 +14,9 @@ from torch import nn
 import envs
 from envs.gym_vec import TaskVecEnv
 from meta.config import NetworkConfig, PPOConfig
+from meta.eval_adapt import Act, run_episodes
 from meta.ppo import policy_for, train
 from meta.schedules import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
-
-Act = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -66,17 +64,10 @@ class Outcome:
 def success_rate(act: Act, settings: Settings) -> float:
     """Fraction of fresh first episodes (one per area) that `act` ends by success."""
     env = envs.make(settings.task, num_areas=settings.eval_episodes, seed=settings.eval_seed)
-    core = env.core
-    obs = core.reset()
-    result = np.full(settings.eval_episodes, -1, np.int8)
-    while (result < 0).any():
-        action = np.clip(act(obs), -1.0, 1.0).astype(np.float32)
-        obs, _, ended = core.step(action)
-        if ended is not None:
-            first = result[ended.agent_id] < 0
-            result[ended.agent_id[first]] = ~ended.interrupted[first]
-    env.close()
-    return float(result.mean())
+    try:
+        return run_episodes(env, act, settings.eval_episodes)[1]
+    finally:
+        env.close()
 
 
 def train_ours(settings: Settings) -> Outcome:

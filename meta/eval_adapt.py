@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -16,11 +16,12 @@ from meta.curriculum import EnvironmentParameters
 from meta.envpool import EnvPool
 from meta.eval_stats import Measurement
 from meta.policy import Policy
-from meta.ppo import policy_for
+from meta.ppo import cpu_weights, policy_for
 from meta.ppo import train as ppo_train
 from meta.reptile import Task, TaskSampler
 
 Weights = dict[str, torch.Tensor]
+Act = Callable[[np.ndarray], np.ndarray]
 SPLITS = ("train", "test")
 BEHAVIOR = "Brain"
 _TASKS, _ADAPT, _MEASURE = 0x7E57, 0xADA7, 0xE7A1
@@ -116,17 +117,16 @@ def adapt(
         policy = policy_for(env, setting.run.network, seed=adapt_seed).to(setting.device)
         if start is not None:
             policy.load_state_dict(start)
-        snapshots = {0: _copy(policy)} if 0 in budgets else {}
+        snapshots = {0: cpu_weights(policy)} if 0 in budgets else {}
 
         def snapshot(update: int, _: Mapping[str, float]) -> None:
             if update in budgets:
-                snapshots[update] = _copy(policy)
+                snapshots[update] = cpu_weights(policy)
 
         if max(budgets) > 0:
             ppo_train(env, policy, setting.ppo(agents), seed=adapt_seed, on_update=snapshot)
     finally:
-        if setting.run.env.backend == "native":
-            env.close()
+        pool.release(env)
     measure_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _MEASURE)
     rows = []
     for budget in sorted(snapshots):
@@ -157,21 +157,25 @@ def measure(
     env = pool.env(task.family, task.params, seed, setting.eval.eval_episodes)
     try:
         generator = torch.Generator().manual_seed(seed)
-        return run_episodes(
-            env, policy, setting.eval.eval_episodes, setting.eval.deterministic, generator
-        )
+        act = policy_actor(policy, setting.eval.deterministic, generator)
+        return run_episodes(env, act, setting.eval.eval_episodes)
     finally:
-        if setting.run.env.backend == "native":
-            env.close()
+        pool.release(env)
 
 
-def run_episodes(
-    env: BaseEnv,
-    policy: Policy,
-    episodes: int,
-    deterministic: bool,
-    generator: torch.Generator,
-) -> tuple[float, float, int]:
+def policy_actor(policy: Policy, deterministic: bool, generator: torch.Generator) -> Act:
+    """`policy` as a function from a batch of observations to actions."""
+    device = next(policy.parameters()).device
+
+    @torch.inference_mode()
+    def act(obs: np.ndarray) -> np.ndarray:
+        action = policy.act(torch.from_numpy(obs).to(device), generator, deterministic)[0]
+        return action.cpu().numpy()
+
+    return act
+
+
+def run_episodes(env: BaseEnv, act: Act, episodes: int) -> tuple[float, float, int]:
     """Mean return and success over the first ceil(episodes/areas) episodes of every area.
 
     Counting whole first episodes per area keeps short (successful) episodes from being
@@ -183,16 +187,13 @@ def run_episodes(
     ids = decision.agent_id.copy()
     order = np.argsort(ids)
     per_area = math.ceil(episodes / len(ids))
-    device = next(policy.parameters()).device
     running = np.zeros(len(ids), np.float64)
     done = np.zeros(len(ids), np.int64)
     returns: list[np.ndarray] = []
     successes: list[np.ndarray] = []
     while (done < per_area).any():
-        obs = torch.from_numpy(decision.obs[0]).to(device)
-        with torch.inference_mode():
-            action = policy.act(obs, generator, deterministic=deterministic)[0]
-        env.set_actions(BEHAVIOR, ActionTuple(continuous=np.clip(action.cpu().numpy(), -1, 1)))
+        action = np.clip(act(decision.obs[0]), -1, 1).astype(np.float32, copy=False)
+        env.set_actions(BEHAVIOR, ActionTuple(continuous=action))
         env.step()
         decision, terminal = env.get_steps(BEHAVIOR)
         reward = np.asarray(decision.reward, np.float64).copy()
@@ -209,7 +210,3 @@ def run_episodes(
             running += reward
     values = np.concatenate(returns)
     return float(values.mean()), float(np.concatenate(successes).mean()), len(values)
-
-
-def _copy(policy: Policy) -> Weights:
-    return {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}

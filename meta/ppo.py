@@ -28,6 +28,7 @@ __all__ = [
     "clipped_policy_loss",
     "clipped_value_loss",
     "compute_gae",
+    "cpu_weights",
     "inner_train",
     "policy_for",
     "ppo_update",
@@ -244,8 +245,13 @@ def inner_train(
         timers=timers,
         on_update=lambda _, update: updates.append(update),
     )
-    new_weights = {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
+    new_weights = cpu_weights(policy)
     return InnerResult(new_weights, stats, updates)
+
+
+def cpu_weights(policy: Policy) -> dict[str, torch.Tensor]:
+    """A detached CPU copy of the policy's state_dict."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
 
 
 def policy_for(env: BaseEnv, network: NetworkConfig, seed: int = 0) -> Policy:

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 import envs
 from meta.config import Config, NetworkConfig
-from meta.eval_adapt import run_episodes
+from meta.eval_adapt import policy_actor, run_episodes
 from meta.eval_stats import (
     Measurement,
     bootstrap_ci,
@@ -214,7 +214,7 @@ def test_run_episodes_counts_whole_first_episodes_per_area(deterministic: bool) 
     env = envs.make("FindTarget", num_areas=3, seed=0, max_step=5)
     policy = policy_for(env, NetworkConfig(hidden_units=8))
     generator = torch.Generator().manual_seed(0)
-    reward, success, episodes = run_episodes(env, policy, 5, deterministic, generator)
+    reward, success, episodes = run_episodes(env, policy_actor(policy, deterministic, generator), 5)
     assert episodes == 6  # ceil(5 / 3) = 2 episodes from each of the 3 areas
     assert 0.0 <= success <= 1.0 and -1.5 < reward < 1.5
 
