@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from envs.carry_object import CARRY_OBJECT
-from envs.family import Family
-from envs.find_target import FIND_TARGET
+from envs.constants import BEHAVIOR_NAME
+from envs.tasks.carry_object import CARRY_OBJECT
+from envs.tasks.family import Family
+from envs.tasks.find_target import FIND_TARGET
 
 if TYPE_CHECKING:
-    from envs.adapter import TaskEnv
+    from envs.tasks.adapter import TaskEnv
 
 __all__ = ["BEHAVIOR_NAME", "FAMILIES", "Family", "family", "make"]
 
-BEHAVIOR_NAME = "Brain"
 FAMILIES: dict[str, Family] = {f.name: f for f in (FIND_TARGET, CARRY_OBJECT)}
 
 
@@ -27,6 +27,6 @@ def family(name: str) -> Family:
 
 def make(name: str, *, num_areas: int = 1, seed: int = 0, **params: float) -> TaskEnv:
     """A `name` task (a BaseEnv) with `num_areas` areas, area i seeded seed + i; params checked."""
-    from envs.adapter import TaskEnv
+    from envs.tasks.adapter import TaskEnv
 
     return TaskEnv(family(name), num_areas=num_areas, seed=seed, params=params)

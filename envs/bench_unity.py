@@ -25,7 +25,8 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 from mlagents_envs.timers import get_timer_tree, reset_timers
 
 import envs
-from envs.unity import UnityEnv, resolve_build
+from envs.backend.unity_env import UnityEnv, resolve_build
+from envs.constants import BEHAVIOR_NAME
 
 CLIENT_PHASES = (
     "UnityEnvironment._generate_step_input",
@@ -47,19 +48,19 @@ def free_port(count: int = 1) -> int:
 def rate(env: BaseEnv, steps: int, warmup: int = 100) -> float:
     """Agent-steps per second of ``steps`` steps with fixed random actions."""
     env.reset()
-    n = len(env.get_steps("Brain")[0])
+    n = len(env.get_steps(BEHAVIOR_NAME)[0])
     move = ActionTuple(
         continuous=np.random.default_rng(0).uniform(-1, 1, (n, 2)).astype(np.float32)
     )
     for _ in range(warmup):
-        env.set_actions("Brain", move)
+        env.set_actions(BEHAVIOR_NAME, move)
         env.step()
     reset_timers()
     start = time.perf_counter()
     for _ in range(steps):
-        env.set_actions("Brain", move)
+        env.set_actions(BEHAVIOR_NAME, move)
         env.step()
-        env.get_steps("Brain")
+        env.get_steps(BEHAVIOR_NAME)
     return steps * n / (time.perf_counter() - start)
 
 

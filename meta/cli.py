@@ -118,8 +118,8 @@ EVAL_KEYS = ("run_id", "results_dir", "seed", "torch_device", "torch_threads", "
 
 
 def _eval(cfg: DictConfig) -> None:
-    from meta.eval_plot import table
-    from meta.evaluate import evaluate, plan
+    from meta.evaluation.evaluate import evaluate, plan
+    from meta.evaluation.plot import table
 
     try:
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]

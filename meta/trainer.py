@@ -14,18 +14,27 @@ from typing import Any
 import numpy as np
 import torch
 
-from meta import reptile
-from meta.checkpoints import CheckpointManager
+from envs.constants import BEHAVIOR_NAME
+from meta.algorithm import reptile
+from meta.algorithm.ppo.train import Hyper, InnerResult, inner_train, policy_for
 from meta.config import Config
-from meta.curriculum import EnvironmentParameters, parse_environment_parameters
-from meta.envpool import EnvPool
-from meta.export import export_actor
-from meta.ppo import Hyper, InnerResult, inner_train, policy_for
-from meta.progress import Progress
-from meta.records import UPDATE_KEYS, MetaStep, extra_columns, nanmean, rows, scalars, update_rows
-from meta.rundir import BEHAVIOR, TIMERS_FILE, RunStart, check, open_run
-from meta.stats import StatsReporter, build_reporter, new_wandb_id
-from meta.timers import TimerTree
+from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
+from meta.observe.progress import Progress
+from meta.observe.reporter import StatsReporter, build_reporter, new_wandb_id
+from meta.observe.timers import TimerTree
+from meta.run.checkpoints import CheckpointManager
+from meta.run.directory import TIMERS_FILE, RunStart, check, open_run
+from meta.run.export import export_actor
+from meta.run.records import (
+    UPDATE_KEYS,
+    MetaStep,
+    extra_columns,
+    nanmean,
+    rows,
+    scalars,
+    update_rows,
+)
+from meta.runtime.envpool import EnvPool
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +56,7 @@ def plan(cfg: Config, run_id: str) -> Plan:
     if not run_id:
         raise ValueError("run_id is empty")
     sampler = reptile.TaskSampler(cfg.meta.tasks, cfg.meta.split)
-    parameters = parse_environment_parameters(cfg.environment_parameters, [BEHAVIOR])
+    parameters = parse_environment_parameters(cfg.environment_parameters, [BEHAVIOR_NAME])
     pool = EnvPool(cfg.env)
     if cfg.meta.algorithm == "joint" and cfg.env.backend != "native":
         raise ValueError("meta=joint splits areas across tasks and needs env.backend=native")
@@ -80,7 +89,7 @@ class MetaTrainer:
         self.status.durable = self.cfg.checkpoint.fsync
         plan.pool.log_folder = str(self.run_dir / "run_logs")
         self.checkpoints = CheckpointManager(
-            self.run_dir, self.status, BEHAVIOR, self.cfg.checkpoint.keep_checkpoints
+            self.run_dir, self.status, BEHAVIOR_NAME, self.cfg.checkpoint.keep_checkpoints
         )
         self.timers = TimerTree()
         self.last_reward: float | None = None
@@ -109,10 +118,10 @@ class MetaTrainer:
         """The run's wandb id, kept in the status file so a resumed run continues it."""
         if not self.cfg.logger.wandb:
             return None
-        wandb_id = self.status.get(BEHAVIOR, "wandb_run_id")
+        wandb_id = self.status.get(BEHAVIOR_NAME, "wandb_run_id")
         if wandb_id is None:
             wandb_id = new_wandb_id()
-            self.status.set(BEHAVIOR, "wandb_run_id", wandb_id)
+            self.status.set(BEHAVIOR_NAME, "wandb_run_id", wandb_id)
             self.status.save()
         return str(wandb_id)
 
@@ -183,7 +192,7 @@ class MetaTrainer:
         rewards = [r.stats["Environment/Cumulative Reward"] for r in results]
         with deferred_interrupt(), self.timers.scope("commit"):
             changes = self.plan.parameters.update(
-                (k + 1) / cfg.meta.steps, {BEHAVIOR: [x for x in rewards if x == x]}
+                (k + 1) / cfg.meta.steps, {BEHAVIOR_NAME: [x for x in rewards if x == x]}
             )
             table = self._commit(step, new_theta)
         settings = self.plan.parameters.settings
@@ -296,7 +305,7 @@ class MetaTrainer:
         }
         for name, lesson in self.plan.parameters.lesson_nums().items():
             self.status.set_lesson_num(name, lesson)
-        self.status.set(BEHAVIOR, "env_steps", self.env_steps)
+        self.status.set(BEHAVIOR_NAME, "env_steps", self.env_steps)
         with self.timers.scope("checkpoint"):
             interval = self.cfg.checkpoint.checkpoint_interval
             kept = self.meta_step % interval == 0 or self.meta_step == self.cfg.meta.steps

@@ -10,7 +10,7 @@ import pytest
 from nbclient import NotebookClient
 
 from meta.config import Config
-from meta.evaluate import evaluate, plan
+from meta.evaluation.evaluate import evaluate, plan
 from meta.trainer import train
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "meta_steps.ipynb"

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from meta import reptile
-from meta.checkpoints import load_checkpoint
+from meta.algorithm import reptile
+from meta.algorithm.ppo.train import inner_train
 from meta.config import Config
-from meta.ppo import inner_train
-from meta.rundir import RunError
-from meta.status import StatusError
+from meta.run.checkpoints import load_checkpoint
+from meta.run.directory import RunError
+from meta.run.status import StatusError
 from meta.trainer import MetaTrainer, plan, train
 
 Factory = Callable[..., Config]

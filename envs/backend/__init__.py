@@ -1,0 +1,1 @@
+"""The trainer side of builds: UnityEnvironment workers presented as one BaseEnv."""

@@ -1,0 +1,1 @@
+"""The built-in tasks: batched cores, families and their parameters, the BaseEnv adapter."""

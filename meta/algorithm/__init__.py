@@ -1,0 +1,1 @@
+"""The algorithm: Reptile's outer step and schedules, and the inner PPO."""

@@ -1,0 +1,1 @@
+"""Inner PPO with ML-Agents' semantics: policy, rollout, loss, update and one training."""

@@ -1,0 +1,98 @@
+"""PPO's clipped losses and one gradient step on a minibatch, actor and critic side by side.
+
+The loss is policy_loss - beta * entropy + value_coef * value_loss. Its first two terms depend
+only on the actor (and log std), the last only on the critic, so their gradients are disjoint:
+each half runs forward and backward on its own, one after the other or, given a worker thread,
+at the same time on two cores (torch releases the GIL inside its kernels). Both orders compute
+the same numbers, so a seed gives the same weights whichever way a machine runs it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import torch
+
+from meta.algorithm.ppo.flat_adam import FlatAdam
+from meta.algorithm.ppo.policy import Policy, gaussian_log_prob
+from meta.config import PPOConfig
+
+
+class Minibatch(NamedTuple):
+    """Rows of one minibatch; advantages already normalised."""
+
+    features: torch.Tensor
+    actions: torch.Tensor
+    old_log_probs: torch.Tensor
+    old_values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+
+def clipped_policy_loss(
+    log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor, epsilon: float
+) -> torch.Tensor:
+    """PPO's surrogate: -mean(min(r*A, clip(r, 1-eps, 1+eps)*A)), r the probability ratio."""
+    ratio = torch.exp(log_probs - old_log_probs)
+    clipped = torch.clamp(ratio, 1.0 - epsilon, 1.0 + epsilon)
+    return -torch.min(ratio * advantages, clipped * advantages).mean()
+
+
+def clipped_value_loss(
+    values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, epsilon: float
+) -> torch.Tensor:
+    """ML-Agents' value loss: mean(max((R-V)^2, (R-V_clipped)^2)), V moved at most eps."""
+    clipped = old_values + torch.clamp(values - old_values, -epsilon, epsilon)
+    return torch.max((returns - values).square(), (returns - clipped).square()).mean()
+
+
+def _actor_half(
+    policy: Policy, batch: Minibatch, epsilon: float, beta: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Backward of policy_loss - beta * entropy; returns both, detached."""
+    mean = policy.mean_from(batch.features)
+    log_probs = gaussian_log_prob(batch.actions, mean, policy.log_std)
+    policy_loss = clipped_policy_loss(log_probs, batch.old_log_probs, batch.advantages, epsilon)
+    entropy = policy.entropy()
+    (policy_loss - beta * entropy).backward()
+    return policy_loss.detach(), entropy.detach()
+
+
+def _critic_half(
+    policy: Policy, batch: Minibatch, epsilon: float, value_coef: float
+) -> torch.Tensor:
+    """Backward of value_coef * value_loss; returns the value loss, detached."""
+    values = policy.value_from(batch.features)
+    value_loss = clipped_value_loss(values, batch.old_values, batch.returns, epsilon)
+    (value_coef * value_loss).backward()
+    return value_loss.detach()
+
+
+def gradient_step(
+    policy: Policy,
+    optimizer: torch.optim.Optimizer | FlatAdam,
+    batch: Minibatch,
+    cfg: PPOConfig,
+    epsilon: float,
+    beta: float,
+    worker: ThreadPoolExecutor | None = None,
+) -> tuple[float, float, float]:
+    """Zero, backward both halves, clip the global gradient norm, step; returns the losses."""
+    if isinstance(optimizer, FlatAdam):
+        optimizer.zero_grad()
+    else:
+        optimizer.zero_grad(set_to_none=True)
+    if worker is None:
+        policy_loss, entropy = _actor_half(policy, batch, epsilon, beta)
+        value_loss = _critic_half(policy, batch, epsilon, cfg.value_coef)
+    else:
+        actor = worker.submit(_actor_half, policy, batch, epsilon, beta)
+        value_loss = _critic_half(policy, batch, epsilon, cfg.value_coef)
+        policy_loss, entropy = actor.result()
+    if isinstance(optimizer, FlatAdam):
+        optimizer.clip_grad_norm(cfg.max_grad_norm)
+    else:
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+    optimizer.step()
+    return policy_loss.item(), value_loss.item(), entropy.item()

@@ -1,0 +1,217 @@
+"""Actor-critic MLP with a Gaussian head and a running observation normaliser."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from meta.config import NetworkConfig
+from meta.runtime.threads import torch_threads
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+class Normalizer(nn.Module):
+    """Running mean and variance of observations; buffers, so they live in the state_dict.
+
+    Reptile interpolates these buffers like weights: the start it learns includes the
+    statistics its inner trainings saw.
+    """
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(size))
+        self.register_buffer("var", torch.ones(size))
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Normalise and clip to [-5, 5] as ML-Agents does."""
+        return torch.clamp((obs - self.mean) * torch.rsqrt(self.var + 1e-8), -5.0, 5.0)
+
+    @torch.no_grad()
+    def update(self, batch: torch.Tensor) -> None:
+        """Merge a batch's moments into the running ones (Chan et al. parallel update)."""
+        n = batch.shape[0]
+        batch_mean = batch.mean(0)
+        batch_var = batch.var(0, unbiased=False)
+        total = self.count + n
+        delta = batch_mean - self.mean
+        self.mean += delta * (n / total)
+        self.var.copy_(
+            (self.var * self.count + batch_var * n + delta.square() * self.count * n / total)
+            / total
+        )
+        self.count.copy_(total)
+
+
+def mlp(inputs: int, hidden: int, layers: int, outputs: int, out_gain: float) -> nn.Sequential:
+    """MLP with SiLU (ML-Agents' Swish) and orthogonal init; `out_gain` scales the last layer."""
+    sizes = [inputs] + [hidden] * layers
+    modules: list[nn.Module] = []
+    for fan_in, fan_out in itertools.pairwise(sizes):
+        modules += [_linear(fan_in, fan_out, math.sqrt(2.0)), nn.SiLU()]
+    modules.append(_linear(sizes[-1], outputs, out_gain))
+    return nn.Sequential(*modules)
+
+
+def _linear(fan_in: int, fan_out: int, gain: float) -> nn.Linear:
+    layer = nn.Linear(fan_in, fan_out)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class Policy(nn.Module):
+    """Separate actor and critic bodies (ML-Agents' default); state-independent log std."""
+
+    def __init__(self, obs_size: int, action_size: int, cfg: NetworkConfig) -> None:
+        super().__init__()
+        self.normalize = cfg.normalize
+        self.normalizer = Normalizer(obs_size)
+        self.actor = mlp(obs_size, cfg.hidden_units, cfg.num_layers, action_size, 0.01)
+        self.critic = mlp(obs_size, cfg.hidden_units, cfg.num_layers, 1, 1.0)
+        self.log_std = nn.Parameter(torch.zeros(action_size))
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """Observations as the networks see them (normalised and clipped when enabled)."""
+        return self.normalizer(obs) if self.normalize else obs
+
+    def mean_from(self, x: torch.Tensor) -> torch.Tensor:
+        """Action mean (batch, actions) of features `x`."""
+        return _run(self.actor, x)
+
+    def value_from(self, x: torch.Tensor) -> torch.Tensor:
+        """Value (batch,) of features `x`."""
+        return _run(self.critic, x)[:, 0]
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Action mean and value of features `x`."""
+        return self.mean_from(x), self.value_from(x)
+
+    def entropy(self) -> torch.Tensor:
+        """Entropy of the Gaussian head, a scalar (the log std is state-independent)."""
+        return (0.5 * (1.0 + LOG_2PI) + self.log_std).sum()
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(s), shape (batch,)."""
+        return self.value_from(self.features(obs))
+
+    def act(
+        self,
+        obs: torch.Tensor,
+        generator: torch.Generator | None = None,
+        deterministic: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions; returns (action, log-prob, value) in one pass."""
+        mean, value = self.heads(self.features(obs))
+        if deterministic:
+            action = mean
+        else:
+            noise = torch.randn(
+                mean.shape, generator=generator, device=mean.device, dtype=mean.dtype
+            )
+            action = mean + self.log_std.exp() * noise
+        return action, gaussian_log_prob(action, mean, self.log_std), value
+
+    def evaluate(
+        self, obs: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-prob of `action`, entropy (per sample) and value, for the PPO update."""
+        log_prob, entropy, value = self.evaluate_features(self.features(obs), action)
+        return log_prob, entropy.expand(obs.shape[0]), value
+
+    def evaluate_features(
+        self, x: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """As `evaluate`, from features, with the entropy (state-independent) as a scalar."""
+        mean, value = self.heads(x)
+        return gaussian_log_prob(action, mean, self.log_std), self.entropy(), value
+
+    def frozen(self) -> FrozenPolicy:
+        """The current weights packed for acting; stale once the weights change."""
+        return FrozenPolicy(self)
+
+
+def _run(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """The MLP on `x`, without nn.Module dispatch."""
+    *hidden, last = (m for m in net if isinstance(m, nn.Linear))
+    for layer in hidden:
+        x = F.silu(F.linear(x, layer.weight, layer.bias))
+    return F.linear(x, last.weight, last.bias)
+
+
+def gaussian_log_prob(
+    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
+) -> torch.Tensor:
+    """Log-density of a diagonal Gaussian, summed over action dimensions."""
+    z = (action - mean) * torch.exp(-log_std)
+    return (-0.5 * z.square() - log_std - 0.5 * LOG_2PI).sum(-1)
+
+
+class FrozenPolicy:
+    """A policy's weights, transposed once, for many batched forward passes without autograd.
+
+    Collection calls the policy once per environment step with a small batch: there, the
+    per-call work (transposes, normaliser factors, module dispatch) costs as much as the math.
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        with torch.no_grad():
+            norm = policy.normalizer
+            self.shift = norm.mean.clone() if policy.normalize else None
+            self.scale = torch.rsqrt(norm.var + 1e-8)
+            self.actor = [_packed(m) for m in policy.actor if isinstance(m, nn.Linear)]
+            self.critic = [_packed(m) for m in policy.critic if isinstance(m, nn.Linear)]
+            self.std = policy.log_std.exp()
+            self.log_prob_base = -(policy.log_std + 0.5 * LOG_2PI).sum()
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """Policy.features, bitwise."""
+        if self.shift is None:
+            return obs
+        return torch.sub(obs, self.shift).mul_(self.scale).clamp_(-5.0, 5.0)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(s), shape (batch,)."""
+        with torch.inference_mode():
+            return _run_packed(self.critic, self.features(obs))[:, 0]
+
+    @torch.inference_mode()
+    def act(
+        self, obs: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample actions; returns (action, log-prob, value) as Policy.act does."""
+        x = self.features(obs)
+        mean, value = _run_packed(self.actor, x), _run_packed(self.critic, x)[:, 0]
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        action = torch.addcmul(mean, self.std, noise)
+        # (action - mean) / std is the noise itself: the log-density needs no subtraction
+        log_prob = noise.square_().sum(-1).mul_(-0.5).add_(self.log_prob_base)
+        return action, log_prob, value
+
+
+def _packed(layer: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+    return layer.weight.detach().t().contiguous(), layer.bias.detach().clone()
+
+
+def _run_packed(layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
+    *hidden, (weight, bias) = layers
+    for w, b in hidden:
+        x = F.silu(torch.addmm(b, x, w), inplace=True)
+    return torch.addmm(bias, x, weight)
+
+
+def make_policy(obs_size: int, action_size: int, cfg: NetworkConfig, seed: int) -> Policy:
+    """A freshly initialised policy; the seed alone decides its weights."""
+    # One thread: a multi-threaded QR (orthogonal init) would round differently.
+    with torch.random.fork_rng(devices=[]), torch_threads(1):
+        torch.manual_seed(seed)
+        return Policy(obs_size, action_size, cfg)

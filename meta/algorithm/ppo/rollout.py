@@ -1,0 +1,199 @@
+"""Rollout collection through the ML-Agents BaseEnv API, batched over all agents."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from mlagents_envs.base_env import ActionTuple, BaseEnv
+
+from meta.algorithm.ppo.policy import Policy
+from meta.runtime.threads import torch_threads
+
+
+class Timers(Protocol):
+    """Anything with a `scope(name)` context manager (meta.observe.timers.TimerTree)."""
+
+    def scope(self, name: str) -> contextlib.AbstractContextManager[Any]: ...
+
+
+SERIAL_BATCH = 256
+"""Collections of up to this many agents run on one torch thread: a second gains nothing at 64
+(meta-bench, phases) and costs dearly when another process holds the other core."""
+
+
+class NullTimers:
+    """Timers that time nothing."""
+
+    def scope(self, name: str) -> contextlib.AbstractContextManager[Any]:
+        """A no-op context."""
+        return contextlib.nullcontext()
+
+
+@dataclass
+class Rollout:
+    """One buffer of experience, time-major: tensors of shape (T, n, ...)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    next_values: torch.Tensor
+    """Bootstrap value of the next state: V(s'), V(terminal obs) on time-outs, 0 on terminals."""
+    boundaries: torch.Tensor
+    """1 where the recursion stops after t: episode end or a trajectory cut at time_horizon."""
+
+    @property
+    def num_steps(self) -> int:
+        """Agent-steps in the buffer."""
+        return self.rewards.numel()
+
+
+@dataclass
+class EpisodeLog:
+    """Returns and lengths of the episodes finished so far."""
+
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+
+class Collector:
+    """Steps one behavior of a BaseEnv whose agents all request a decision every step."""
+
+    def __init__(
+        self,
+        env: BaseEnv,
+        behavior: str,
+        policy: Policy,
+        generator: torch.Generator,
+        time_horizon: int,
+        timers: Timers | None = None,
+        threads: int | None = None,
+    ) -> None:
+        """`threads`: torch threads to collect with (default 1 to SERIAL_BATCH agents, else all)."""
+        self.env, self.behavior, self.policy = env, behavior, policy
+        self.threads = threads
+        self.generator, self.time_horizon = generator, time_horizon
+        self.timers: Timers = timers or NullTimers()
+        self.device = next(policy.parameters()).device
+        env.reset()
+        decision, _ = env.get_steps(behavior)
+        self.agent_ids = decision.agent_id.copy()
+        if len(self.agent_ids) == 0:
+            raise ValueError(
+                f"behavior {behavior!r} has no agent requesting a decision after reset"
+            )
+        self.index = _id_lookup(self.agent_ids)
+        self.obs = decision.obs[0]
+        n = len(self.agent_ids)
+        self.episode_return = np.zeros(n, np.float64)
+        self.episode_length = np.zeros(n, np.int64)
+        self.trajectory_length = np.zeros(n, np.int64)
+        self.episodes = EpisodeLog()
+
+    @property
+    def num_agents(self) -> int:
+        """Agents stepped together."""
+        return len(self.agent_ids)
+
+    def collect(self, steps: int) -> Rollout:
+        """Run `steps` environment steps for every agent and return the filled buffer."""
+        threads = self.threads
+        if threads is None:
+            threads = 1 if self.num_agents <= SERIAL_BATCH else torch.get_num_threads()
+        with torch_threads(threads):
+            return self._collect(steps)
+
+    def _collect(self, steps: int) -> Rollout:
+        n, obs_size = self.obs.shape
+        action_size = self.env.behavior_specs[self.behavior].action_spec.continuous_size
+        obs_np = np.empty((steps, n, obs_size), np.float32)
+        obs = torch.from_numpy(obs_np)
+        actions = torch.empty((steps, n, action_size))
+        log_probs = torch.empty((steps, n))
+        values = torch.empty((steps + 1, n))
+        rewards = np.zeros((steps, n), np.float32)
+        boundaries = np.zeros((steps, n), np.float32)
+        ended = np.zeros((steps, n), bool)
+        timeouts: list[tuple[int, np.ndarray, np.ndarray]] = []
+        clipped = np.empty((n, action_size), np.float32)
+        # One ActionTuple over a reused buffer: the env reads it before the next step rewrites it.
+        action_tuple = ActionTuple(continuous=clipped)
+        acting = self.policy.frozen()
+        ids = self.agent_ids
+        for t in range(steps):
+            obs_np[t] = self.obs
+            with self.timers.scope("policy_forward"):
+                action, log_prob, value = acting.act(obs[t].to(self.device), self.generator)
+            actions[t].copy_(action)
+            log_probs[t].copy_(log_prob)
+            values[t].copy_(value)
+            np.clip(actions[t].numpy(), -1.0, 1.0, out=clipped)
+            with self.timers.scope("env_step"):
+                self.env.set_actions(self.behavior, action_tuple)
+                self.env.step()
+                decision, terminal = self.env.get_steps(self.behavior)
+            if decision.agent_id is not ids and not np.array_equal(decision.agent_id, ids):
+                raise RuntimeError(
+                    "agents changed between steps: every agent must decide every step"
+                )
+            ids = decision.agent_id
+            rewards[t] = decision.reward
+            self.trajectory_length += 1
+            if len(terminal) > 0:
+                idx = self.index(terminal.agent_id)
+                rewards[t, idx] = terminal.reward
+                ended[t, idx] = True
+                timed_out = terminal.interrupted
+                if timed_out.any():
+                    timeouts.append((t, idx[timed_out], terminal.obs[0][timed_out]))
+                self._log_episodes(rewards[t], ended[t])
+            else:
+                self.episode_return += rewards[t]
+                self.episode_length += 1
+            cut = ended[t] | (self.trajectory_length >= self.time_horizon)
+            boundaries[t] = cut
+            self.trajectory_length[cut] = 0
+            self.obs = decision.obs[0]
+        values[steps].copy_(acting.value(torch.from_numpy(self.obs).to(self.device)))
+        next_values = values[1:].clone()
+        next_values[torch.from_numpy(ended)] = 0.0
+        if timeouts:
+            # Time-outs are not failures: bootstrap them from the value of the final state,
+            # all of the buffer's in one batch.
+            final_obs = torch.from_numpy(np.concatenate([o for _, _, o in timeouts]))
+            final_values = acting.value(final_obs.to(self.device)).cpu()
+            rows = torch.from_numpy(np.concatenate([np.full(len(i), t) for t, i, _ in timeouts]))
+            cols = torch.from_numpy(np.concatenate([i for _, i, _ in timeouts]))
+            next_values[rows, cols] = final_values
+        return Rollout(
+            obs,
+            actions,
+            log_probs,
+            values[:-1],
+            torch.from_numpy(rewards),
+            next_values,
+            torch.from_numpy(boundaries),
+        )
+
+    def _log_episodes(self, rewards: np.ndarray, ended: np.ndarray) -> None:
+        self.episode_return += rewards
+        self.episode_length += 1
+        if ended.any():
+            self.episodes.returns.extend(self.episode_return[ended].tolist())
+            self.episodes.lengths.extend(self.episode_length[ended].tolist())
+            self.episode_return[ended] = 0.0
+            self.episode_length[ended] = 0
+
+
+def _id_lookup(agent_ids: np.ndarray) -> Any:
+    """Map agent ids to rows; the identity when ids are 0..n-1, as in ML-Agents' areas."""
+    if np.array_equal(agent_ids, np.arange(len(agent_ids))):
+        return lambda ids: np.asarray(ids, np.int64)
+    order = np.argsort(agent_ids)
+    sorted_ids = agent_ids[order]
+    return lambda ids: order[np.searchsorted(sorted_ids, ids)]

@@ -1,0 +1,129 @@
+"""Reptile on state_dicts: task sampling, schedules and interpolation, as the paper reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from meta.algorithm.ppo.train import Hyper
+from meta.algorithm.schedules import annealed, interpolated
+from meta.config import MetaConfig, PPOConfig, TaskConfig
+
+Weights = dict[str, torch.Tensor]
+NORMALIZER_PREFIX = "normalizer."
+
+
+def average(weights: Sequence[Mapping[str, torch.Tensor]]) -> Weights:
+    """Element-wise mean of several state_dicts."""
+    return {key: torch.stack([w[key] for w in weights]).mean(0) for key in weights[0]}
+
+
+def interpolate(
+    theta: Mapping[str, torch.Tensor], target: Mapping[str, torch.Tensor], step_size: float
+) -> Weights:
+    """theta + step_size * (target - theta); step_size 1 returns target exactly."""
+    if step_size == 1.0:
+        return {key: target[key].clone() for key in theta}
+    return {key: theta[key] + step_size * (target[key] - theta[key]) for key in theta}
+
+
+def distance(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> float:
+    """Euclidean norm of the difference of the weights (normaliser statistics left out)."""
+    keys = [k for k in a if not k.startswith(NORMALIZER_PREFIX)]
+    total = torch.zeros((), dtype=torch.float64)
+    for key in keys:
+        total += (a[key].double() - b[key].double()).square().sum()
+    return float(total.sqrt())
+
+
+@dataclass(frozen=True)
+class Task:
+    """One sampled task: a family and its parameter values."""
+
+    family: str
+    params: dict[str, float]
+
+    def params_json(self) -> str:
+        """Parameters as a compact JSON object (one CSV cell)."""
+        return json.dumps(self.params, sort_keys=True, separators=(",", ":"))
+
+
+class TaskSampler:
+    """Families by weight, then each family's parameters from its ranges, with overrides."""
+
+    def __init__(self, tasks: Sequence[TaskConfig], split: str = "train") -> None:
+        import envs
+
+        self.tasks = list(tasks)
+        self.split = split
+        for i, task in enumerate(self.tasks):
+            if task.name not in envs.FAMILIES:
+                raise ValueError(
+                    f"meta.tasks[{i}]: unknown task {task.name!r} "
+                    f"(known: {', '.join(sorted(envs.FAMILIES))})"
+                )
+            names = set(envs.family(task.name).param_names)
+            unknown = sorted(set(task.params) - names)
+            if unknown:
+                raise ValueError(f"meta.tasks[{i}] ({task.name}): unknown parameter {unknown[0]!r}")
+        weights = np.array([t.weight for t in self.tasks], np.float64)
+        self.probabilities = weights / weights.sum()
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        """Draw one task."""
+        import envs
+
+        task = self.tasks[int(rng.choice(len(self.tasks), p=self.probabilities))]
+        params = envs.family(task.name).sample_params(rng, self.split)
+        for name, value in task.params.items():
+            if isinstance(value, Sequence) and not isinstance(value, str):
+                low, high = (float(v) for v in value)
+                params[name] = float(rng.uniform(low, high))
+            else:
+                params[name] = float(value)
+        return Task(task.name, params)
+
+
+def inner_hyper(ppo: PPOConfig, meta: MetaConfig, meta_step: int) -> Hyper:
+    """The inner training's starting learning rate, beta and epsilon at meta-step k."""
+    if not meta.anneal:
+        return Hyper.of(ppo)
+    k, total = meta_step, meta.steps
+    return Hyper(
+        annealed(ppo.learning_rate, k, total, meta.learning_rate_floor),
+        annealed(ppo.beta, k, total, meta.beta_floor),
+        annealed(ppo.epsilon, k, total, meta.epsilon_floor),
+    )
+
+
+def outer_step_size(meta: MetaConfig, meta_step: int) -> float:
+    """Reptile's epsilon at meta-step k, linear from outer_lr towards outer_lr_final."""
+    return interpolated(meta.outer_lr, meta.final_outer_lr, meta_step, meta.steps)
+
+
+def task_rng(seed: int, meta_step: int) -> np.random.Generator:
+    """The generator of meta-step k: a pure function of (seed, k), so resume needs no state."""
+    return np.random.default_rng([seed, meta_step, 0x7A5C])
+
+
+def inner_seed(seed: int, meta_step: int, index: int) -> int:
+    """Seed of the index-th inner training of meta-step k."""
+    return int(np.random.SeedSequence([seed, meta_step, index, 0x1EED]).generate_state(1)[0])
+
+
+def reptile_update(theta: Weights, trained: Sequence[Weights], step_size: float) -> Weights:
+    """theta <- theta + epsilon * (mean_i phi_i - theta)."""
+    return interpolate(theta, average(trained) if len(trained) > 1 else trained[0], step_size)
+
+
+def describe(stats: Mapping[str, Any]) -> str:
+    """Short human text of an inner training's outcome."""
+    return (
+        f"reward {stats.get('Environment/Cumulative Reward', float('nan')):.3f} "
+        f"success {stats.get('Environment/Success', float('nan')):.2f}"
+    )

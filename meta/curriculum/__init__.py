@@ -1,0 +1,1 @@
+"""Environment parameters as ML-Agents configures them: samplers and lessons."""

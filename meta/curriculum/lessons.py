@@ -1,0 +1,305 @@
+"""Environment parameters as ML-Agents' `environment_parameters`: lessons and completion criteria.
+
+In meta-training, `progress` is the fraction of meta-steps done and a reward data point is the
+mean reward of one inner training; lessons advance between meta-steps.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from meta.curriculum.samplers import UNSEEDED, Sampler, check_keys, parse_sampler, to_float, to_int
+
+MEASURES = ("progress", "reward")
+SMOOTHING_KEEP = 0.25
+"""ML-Agents' smoothing: new = 0.25 * previous + 0.75 * mean reward."""
+
+
+@dataclass(frozen=True)
+class CompletionCriteria:
+    """When a lesson is complete (ML-Agents' `completion_criteria`)."""
+
+    behavior: str
+    measure: str = "reward"
+    threshold: float = 0.0
+    min_lesson_length: int = 0
+    signal_smoothing: bool = True
+    require_reset: bool = False
+
+    def need_increment(
+        self, progress: float, rewards: Sequence[float], smoothed: float
+    ) -> tuple[bool, float]:
+        """Whether to move to the next lesson, and the new smoothed reward (strict `>`)."""
+        if len(rewards) < self.min_lesson_length:
+            return False, smoothed
+        if self.measure == "progress":
+            return progress > self.threshold, smoothed
+        if not rewards:
+            return False, smoothed
+        measure = float(np.mean(rewards))
+        if math.isnan(measure):
+            return False, smoothed
+        if self.signal_smoothing:
+            measure = SMOOTHING_KEEP * smoothed + (1.0 - SMOOTHING_KEEP) * measure
+            smoothed = measure
+        return measure > self.threshold, smoothed
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson: its name, the parameter's value, and when it ends (None for the last)."""
+
+    name: str
+    value: Sampler
+    completion_criteria: CompletionCriteria | None = None
+
+
+@dataclass(frozen=True)
+class ParameterSettings:
+    """The lessons of one environment parameter; a constant or sampler is a single lesson."""
+
+    name: str
+    lessons: tuple[Lesson, ...]
+
+
+def parse_environment_parameters(
+    raw: Mapping[str, Any] | None, behaviors: Sequence[str]
+) -> EnvironmentParameters:
+    """Parse an ML-Agents `environment_parameters` mapping; ValueError names the bad field."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"environment_parameters: expected a mapping, got {raw!r}")
+    settings: dict[str, ParameterSettings] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(
+                f"environment_parameters: parameter names must be strings, got {name!r}"
+            )
+        settings[name] = _parse_parameter(name, value, behaviors)
+    return EnvironmentParameters(settings, behaviors)
+
+
+def _parse_parameter(name: str, raw: Any, behaviors: Sequence[str]) -> ParameterSettings:
+    where = f"environment_parameters.{name}"
+    if not (isinstance(raw, Mapping) and "curriculum" in raw):
+        return ParameterSettings(name, (Lesson(name=name, value=parse_sampler(raw, where)),))
+    check_keys(raw, {"curriculum"}, where)
+    lessons_raw = raw["curriculum"]
+    if isinstance(lessons_raw, str) or not isinstance(lessons_raw, Sequence) or not lessons_raw:
+        raise ValueError(f"{where}.curriculum: expected a non-empty list of lessons")
+    lessons = tuple(
+        _parse_lesson(item, f"{where}.curriculum[{i}]", behaviors)
+        for i, item in enumerate(lessons_raw)
+    )
+    for i, lesson in enumerate(lessons[:-1]):
+        if lesson.completion_criteria is None:
+            raise ValueError(
+                f"{where}.curriculum[{i}] ({lesson.name!r}): a lesson other than the last"
+                " needs completion_criteria"
+            )
+    if lessons[-1].completion_criteria is not None:
+        warnings.warn(
+            f"{where}: the last lesson's completion_criteria is ignored (as in ML-Agents)",
+            stacklevel=3,
+        )
+    return ParameterSettings(name, lessons)
+
+
+def _parse_lesson(raw: Any, where: str, behaviors: Sequence[str]) -> Lesson:
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: a lesson must be a mapping with name and value, got {raw!r}")
+    check_keys(raw, {"name", "value", "completion_criteria"}, where)
+    for key in ("name", "value"):
+        if key not in raw:
+            raise ValueError(f"{where}: lesson is missing {key}")
+    name = raw["name"]
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}.name: expected a non-empty string, got {name!r}")
+    where = f"{where} ({name!r})"
+    criteria = raw.get("completion_criteria")
+    return Lesson(
+        name=name,
+        value=parse_sampler(raw["value"], f"{where}.value"),
+        completion_criteria=None
+        if criteria is None
+        else _parse_criteria(criteria, f"{where}.completion_criteria", behaviors),
+    )
+
+
+def _parse_criteria(raw: Any, where: str, behaviors: Sequence[str]) -> CompletionCriteria:
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: expected a mapping, got {raw!r}")
+    check_keys(raw, {f.name for f in fields(CompletionCriteria)}, where)
+    if "behavior" not in raw:
+        raise ValueError(f"{where}: missing behavior")
+    behavior = raw["behavior"]
+    if not isinstance(behavior, str) or behavior not in behaviors:
+        raise ValueError(
+            f"{where}.behavior: {behavior!r} is not a behavior of this run {list(behaviors)}"
+        )
+    measure = raw.get("measure", "reward")
+    if measure not in MEASURES:
+        raise ValueError(
+            f"{where}.measure: unknown measure {measure!r} (expected one of {list(MEASURES)})"
+        )
+    threshold = to_float(raw.get("threshold", 0.0), f"{where}.threshold")
+    if measure == "progress" and not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"{where}.threshold: {threshold} is never reached: progress is in [0, 1]")
+    min_lesson_length = to_int(raw.get("min_lesson_length", 0), f"{where}.min_lesson_length")
+    if min_lesson_length < 0:
+        raise ValueError(f"{where}.min_lesson_length: must be >= 0, got {min_lesson_length}")
+    return CompletionCriteria(
+        behavior=behavior,
+        measure=measure,
+        threshold=threshold,
+        min_lesson_length=min_lesson_length,
+        signal_smoothing=_flag(raw, "signal_smoothing", True, where),
+        require_reset=_flag(raw, "require_reset", False, where),
+    )
+
+
+def _flag(raw: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{where}.{key}: expected true or false, got {value!r}")
+    return value
+
+
+class EnvironmentParameters:
+    """Current lessons, smoothed rewards, reward buffers and seeded samplers' generators."""
+
+    def __init__(self, settings: Mapping[str, ParameterSettings], behaviors: Sequence[str]):
+        self._settings = dict(settings)
+        self._lesson = dict.fromkeys(self._settings, 0)
+        self._smoothed = dict.fromkeys(self._settings, 0.0)
+        self._buffers: dict[str, deque[float]] = {
+            b: deque(maxlen=self._buffer_size(b)) for b in behaviors
+        }
+        self._generators = {
+            _generator_key(name, i): np.random.default_rng(lesson.value.seed)
+            for name, ps in self._settings.items()
+            for i, lesson in enumerate(ps.lessons)
+            if lesson.value.seed != UNSEEDED
+        }
+
+    @property
+    def settings(self) -> Mapping[str, ParameterSettings]:
+        """The parsed settings, by parameter name."""
+        return MappingProxyType(self._settings)
+
+    def _buffer_size(self, behavior: str) -> int:
+        """Recent data points kept per behavior: the largest min_lesson_length naming it, >= 1."""
+        lengths = [
+            lesson.completion_criteria.min_lesson_length
+            for ps in self._settings.values()
+            for lesson in ps.lessons
+            if lesson.completion_criteria is not None
+            and lesson.completion_criteria.behavior == behavior
+        ]
+        return max([1, *lengths])
+
+    def sample(self, rng: np.random.Generator) -> dict[str, float]:
+        """One value per parameter from its current lesson (seeded samplers use their own)."""
+        values: dict[str, float] = {}
+        for name, ps in self._settings.items():
+            index = self._lesson[name]
+            gen = self._generators.get(_generator_key(name, index), rng)
+            values[name] = ps.lessons[index].value.draw(gen)
+        return values
+
+    def update(self, progress: float, rewards: Mapping[str, Sequence[float]]) -> dict[str, int]:
+        """Record new reward data points, advance lessons whose criteria hold; return those."""
+        self._check_behaviors(rewards, "rewards")
+        for behavior, values in rewards.items():
+            self._buffers[behavior].extend(float(v) for v in values)
+        changed: dict[str, int] = {}
+        for name, ps in self._settings.items():
+            index = self._lesson[name]
+            criteria = ps.lessons[index].completion_criteria
+            if criteria is None or index + 1 >= len(ps.lessons):
+                continue
+            advance, self._smoothed[name] = criteria.need_increment(
+                progress, list(self._buffers[criteria.behavior]), self._smoothed[name]
+            )
+            if advance:
+                self._lesson[name] = changed[name] = index + 1
+        if changed:
+            # ML-Agents clears every behavior's reward buffer when any lesson changes.
+            for buffer in self._buffers.values():
+                buffer.clear()
+        return changed
+
+    def lesson_nums(self) -> dict[str, int]:
+        """Current lesson index per parameter (0 for constants and samplers)."""
+        return dict(self._lesson)
+
+    def lesson_names(self) -> dict[str, str]:
+        """Current lesson name per parameter (the parameter's name outside a curriculum)."""
+        return {name: ps.lessons[self._lesson[name]].name for name, ps in self._settings.items()}
+
+    def set_lesson_nums(self, lesson_nums: Mapping[str, int]) -> None:
+        """Set the lessons of the named parameters (resume from training_status.json)."""
+        self._check_parameters(lesson_nums, "lesson_nums")
+        for name, index in lesson_nums.items():
+            count = len(self._settings[name].lessons)
+            integer = isinstance(index, int | np.integer) and not isinstance(index, bool)
+            if not (integer and 0 <= index < count):
+                raise ValueError(
+                    f"lesson_nums.{name}: expected a lesson index in [0, {count}), got {index!r}"
+                )
+        self._lesson.update({name: int(index) for name, index in lesson_nums.items()})
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything for an exact resume, as plain dicts, lists, ints, floats and strings."""
+        return {
+            "lesson_nums": self.lesson_nums(),
+            "smoothed_values": dict(self._smoothed),
+            "reward_buffers": {b: list(buffer) for b, buffer in self._buffers.items()},
+            "generators": {key: gen.bit_generator.state for key, gen in self._generators.items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what state_dict returned (same settings); absent parts stay as they are."""
+        check_keys(
+            state, {"lesson_nums", "smoothed_values", "reward_buffers", "generators"}, "state"
+        )
+        smoothed = state.get("smoothed_values", {})
+        buffers = state.get("reward_buffers", {})
+        generators = state.get("generators", {})
+        self._check_parameters(smoothed, "state.smoothed_values")
+        self._check_behaviors(buffers, "state.reward_buffers")
+        for key in generators:
+            if key not in self._generators:
+                raise ValueError(f"state.generators: no seeded sampler {key!r} in these settings")
+        self.set_lesson_nums(state.get("lesson_nums", {}))
+        self._smoothed.update({name: float(value) for name, value in smoothed.items()})
+        for behavior, values in buffers.items():
+            self._buffers[behavior].clear()
+            self._buffers[behavior].extend(float(v) for v in values)
+        for key, bit_state in generators.items():
+            self._generators[key].bit_generator.state = bit_state
+
+    def _check_parameters(self, names: Mapping[str, Any], where: str) -> None:
+        for name in names:
+            if name not in self._settings:
+                raise ValueError(f"{where}: unknown environment parameter {name!r}")
+
+    def _check_behaviors(self, names: Mapping[str, Any], where: str) -> None:
+        for name in names:
+            if name not in self._buffers:
+                raise ValueError(
+                    f"{where}: unknown behavior {name!r} (expected {list(self._buffers)})"
+                )
+
+
+def _generator_key(name: str, lesson_index: int) -> str:
+    return f"{name}/{lesson_index}"

@@ -1,0 +1,1 @@
+"""meta-eval: adaptation jobs from each start, their statistics and plots."""

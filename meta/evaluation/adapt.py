@@ -1,0 +1,211 @@
+"""meta-eval's measurements: held-out tasks, adaptation by inner PPO, episodes without training."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from mlagents_envs.base_env import ActionTuple, BaseEnv
+
+from envs.constants import BEHAVIOR_NAME, SPLITS
+from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.train import cpu_weights, policy_for
+from meta.algorithm.ppo.train import train as ppo_train
+from meta.algorithm.reptile import Task, TaskSampler
+from meta.config import Config, EvalConfig, PPOConfig, TaskConfig
+from meta.curriculum.lessons import EnvironmentParameters
+from meta.evaluation.statistics import Measurement
+from meta.runtime.envpool import EnvPool
+
+Weights = dict[str, torch.Tensor]
+Act = Callable[[np.ndarray], np.ndarray]
+_TASKS, _ADAPT, _MEASURE = 0x7E57, 0xADA7, 0xE7A1
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """A task to adapt to: its split, its index within (family, split), its parameters."""
+
+    split: str
+    index: int
+    task: Task
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every adaptation shares: the run's network and PPO, and meta-eval's options."""
+
+    run: Config
+    eval: EvalConfig
+    seed: int
+    device: str = "cpu"
+
+    def steps_per_update(self, agents: int) -> int:
+        """Agent-steps one update collects (the buffer rounded up to whole rounds of agents)."""
+        return math.ceil(self.eval.buffer_size / agents) * agents
+
+    def ppo(self, agents: int) -> PPOConfig:
+        """The run's PPO, its starting lr, beta and epsilon held constant, meta-eval's buffer."""
+        return replace(
+            self.run.ppo,
+            buffer_size=self.eval.buffer_size,
+            batch_size=min(self.run.ppo.batch_size, self.eval.buffer_size),
+            max_steps=max(max(self.eval.budgets), 1) * self.steps_per_update(agents),
+            learning_rate_schedule="constant",
+            beta_schedule="constant",
+            epsilon_schedule="constant",
+        )
+
+
+def derived_seed(seed: int, split: str, family: str, *more: int) -> int:
+    """A seed that is a pure function of meta-eval's seed and what it is for."""
+    words = [seed, SPLITS.index(split), zlib.crc32(family.encode()), *more]
+    return int(np.random.SeedSequence(words).generate_state(1)[0])
+
+
+def family_configs(tasks: list[TaskConfig]) -> list[TaskConfig]:
+    """The run's families, once each (the first entry of a family keeps its overrides)."""
+    seen: dict[str, TaskConfig] = {}
+    for task in tasks:
+        seen.setdefault(task.name, replace(task, weight=1.0))
+    return list(seen.values())
+
+
+def sample_tasks(
+    setting: Setting, parameters: EnvironmentParameters
+) -> dict[tuple[str, str], list[EvalTask]]:
+    """tasks_per_family tasks per (family, split), from streams training never draws from.
+
+    `train` tasks get the run's environment parameters as training did (they win); `test`
+    tasks keep their held-out ranges, environment parameters filling in the others only.
+    Values that meta.tasks[*].params fixes or ranges are kept on both splits.
+    """
+    out: dict[tuple[str, str], list[EvalTask]] = {}
+    for split in setting.eval.splits:
+        for family in family_configs(setting.run.meta.tasks):
+            sampler = TaskSampler([family], split)
+            rng = np.random.default_rng(derived_seed(setting.seed, split, family.name, _TASKS))
+            tasks = []
+            for i in range(setting.eval.tasks_per_family):
+                task, env_params = sampler.sample(rng), parameters.sample(rng)
+                merged = (
+                    {**task.params, **env_params}
+                    if split == "train"
+                    else {**env_params, **task.params}
+                )
+                tasks.append(EvalTask(split, i, Task(task.family, merged)))
+            out[family.name, split] = tasks
+    return out
+
+
+def adapt(
+    pool: EnvPool, setting: Setting, job: EvalTask, method: str, start: Weights | None, seed: int
+) -> list[Measurement]:
+    """Adapt from `start` (None: a fresh random init) and measure at every budget."""
+    ev, task = setting.eval, job.task
+    adapt_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _ADAPT)
+    budgets = set(ev.budgets)
+    env = pool.env(task.family, task.params, adapt_seed)
+    try:
+        env.reset()
+        agents = len(env.get_steps(BEHAVIOR_NAME)[0])
+        policy = policy_for(env, setting.run.network, seed=adapt_seed).to(setting.device)
+        if start is not None:
+            policy.load_state_dict(start)
+        snapshots = {0: cpu_weights(policy)} if 0 in budgets else {}
+
+        def snapshot(update: int, _: Mapping[str, float]) -> None:
+            if update in budgets:
+                snapshots[update] = cpu_weights(policy)
+
+        if max(budgets) > 0:
+            ppo_train(env, policy, setting.ppo(agents), seed=adapt_seed, on_update=snapshot)
+    finally:
+        pool.release(env)
+    measure_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _MEASURE)
+    rows = []
+    for budget in sorted(snapshots):
+        policy.load_state_dict(snapshots[budget])
+        reward, success, episodes = measure(pool, setting, task, policy, measure_seed)
+        rows.append(
+            Measurement(
+                method=method,
+                family=task.family,
+                split=job.split,
+                task=job.index,
+                seed=seed,
+                budget=budget,
+                env_steps=budget * setting.steps_per_update(agents),
+                mean_reward=reward,
+                success=success,
+                episodes=episodes,
+                task_params=task.params_json(),
+            )
+        )
+    return rows
+
+
+def measure(
+    pool: EnvPool, setting: Setting, task: Task, policy: Policy, seed: int
+) -> tuple[float, float, int]:
+    """Episodes of `policy` on a fresh environment (same seed: same episodes for every policy)."""
+    env = pool.env(task.family, task.params, seed, setting.eval.eval_episodes)
+    try:
+        generator = torch.Generator().manual_seed(seed)
+        act = policy_actor(policy, setting.eval.deterministic, generator)
+        return run_episodes(env, act, setting.eval.eval_episodes)
+    finally:
+        pool.release(env)
+
+
+def policy_actor(policy: Policy, deterministic: bool, generator: torch.Generator) -> Act:
+    """`policy` as a function from a batch of observations to actions."""
+    device = next(policy.parameters()).device
+
+    @torch.inference_mode()
+    def act(obs: np.ndarray) -> np.ndarray:
+        action = policy.act(torch.from_numpy(obs).to(device), generator, deterministic)[0]
+        return action.cpu().numpy()
+
+    return act
+
+
+def run_episodes(env: BaseEnv, act: Act, episodes: int) -> tuple[float, float, int]:
+    """Mean return and success over the first ceil(episodes/areas) episodes of every area.
+
+    Counting whole first episodes per area keeps short (successful) episodes from being
+    over-represented. Success is an episode the task ended before max_step (not interrupted),
+    the only way the tasks end one early.
+    """
+    env.reset()
+    decision, _ = env.get_steps(BEHAVIOR_NAME)
+    ids = decision.agent_id.copy()
+    order = np.argsort(ids)
+    per_area = math.ceil(episodes / len(ids))
+    running = np.zeros(len(ids), np.float64)
+    done = np.zeros(len(ids), np.int64)
+    returns: list[np.ndarray] = []
+    successes: list[np.ndarray] = []
+    while (done < per_area).any():
+        action = np.clip(act(decision.obs[0]), -1, 1).astype(np.float32, copy=False)
+        env.set_actions(BEHAVIOR_NAME, ActionTuple(continuous=action))
+        env.step()
+        decision, terminal = env.get_steps(BEHAVIOR_NAME)
+        reward = np.asarray(decision.reward, np.float64).copy()
+        if len(terminal) > 0:
+            idx = order[np.searchsorted(ids[order], terminal.agent_id)]
+            reward[idx] = terminal.reward
+            running += reward
+            counted = done[idx] < per_area
+            returns.append(running[idx[counted]])
+            successes.append(~terminal.interrupted[counted])
+            running[idx] = 0.0
+            done[idx] += 1
+        else:
+            running += reward
+    values = np.concatenate(returns)
+    return float(values.mean()), float(np.concatenate(successes).mean()), len(values)

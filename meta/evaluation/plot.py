@@ -1,0 +1,102 @@
+"""meta-eval's report: adaptation curves with confidence bands, and the console table."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from meta.evaluation.statistics import Cell, best_final_success
+from meta.run.atomic import atomic_write_bytes
+
+METRIC_LABELS = {"success": "success rate", "reward": "mean reward"}
+
+
+def panels(cells: Sequence[Cell]) -> list[tuple[str, str]]:
+    """(family, split) pairs in the order they first appear."""
+    return list(dict.fromkeys((c.family, c.split) for c in cells))
+
+
+def methods(cells: Sequence[Cell]) -> list[str]:
+    """Methods in the order they first appear."""
+    return list(dict.fromkeys(c.method for c in cells))
+
+
+def plot(cells: Sequence[Cell], path: Path, confidence: float = 0.95) -> None:
+    """adaptation.png: one column per family x split, success above reward, IQM and CI bands."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    columns = panels(cells)
+    fig = Figure(figsize=(4.0 * len(columns), 6.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, len(columns), squeeze=False, sharex="col")
+    for col, (family, split) in enumerate(columns):
+        for row, metric in enumerate(METRIC_LABELS):
+            ax = axes[row][col]
+            for method in methods(cells):
+                curve = sorted(
+                    (c for c in cells if (c.family, c.split, c.method) == (family, split, method)),
+                    key=lambda c: c.budget,
+                )
+                x = [c.env_steps for c in curve]
+                y = [getattr(c, f"{metric}_iqm") for c in curve]
+                low = [getattr(c, f"{metric}_low") for c in curve]
+                high = [getattr(c, f"{metric}_high") for c in curve]
+                (line,) = ax.plot(x, y, marker="o", markersize=3, label=method)
+                ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+            ax.set_title(f"{family} ({split} tasks)" if row == 0 else "")
+            ax.set_ylabel(f"{METRIC_LABELS[metric]} (IQM)")
+            ax.grid(alpha=0.3)
+            if metric == "success":
+                ax.set_ylim(-0.03, 1.03)
+            if row == 1:
+                ax.set_xlabel("adaptation env steps")
+    axes[0][0].legend(title=f"start ({confidence:.0%} CI)", fontsize="small")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def _ci(cell: Cell | None, metric: str) -> str:
+    if cell is None:
+        return "-"
+    iqm, low, high = (getattr(cell, f"{metric}_{k}") for k in ("iqm", "low", "high"))
+    return f"{iqm:6.3f} [{low:6.3f}, {high:6.3f}]"
+
+
+def _steps(value: float) -> str:
+    return "not reached" if math.isnan(value) else str(int(value))
+
+
+def table(cells: Sequence[Cell], threshold: float = 0.8, confidence: float = 0.95) -> str:
+    """The summary as text: IQM [CI] per budget and method, then steps to the threshold."""
+    names, width = methods(cells), 25
+    lines = []
+    for family, split in panels(cells):
+        panel = [c for c in cells if (c.family, c.split) == (family, split)]
+        for metric in ("success", "reward"):
+            lines.append(
+                f"{family} / {split} tasks: {METRIC_LABELS[metric]}, "
+                f"IQM [{confidence:.0%} CI] over {max(c.n for c in panel)} task-seeds"
+            )
+            lines.append(
+                f"{'budget':>6} {'env_steps':>9}  " + "".join(f"{m:<{width}}" for m in names)
+            )
+            for budget in sorted({c.budget for c in panel}):
+                row = {c.method: c for c in panel if c.budget == budget}
+                steps = next(iter(row.values())).env_steps
+                text = "".join(f"{_ci(row.get(m), metric):<{width}}" for m in names)
+                lines.append(f"{budget:>6} {steps:>9}  {text}")
+            lines.append("")
+    lines.append(f"Adaptation env steps to reach {threshold:.0%} of the best final success")
+    lines.append(f"{'family':<12} {'split':<6} {'best':>6}  " + "".join(f"{m:<14}" for m in names))
+    best = best_final_success(cells)
+    for family, split in panels(cells):
+        reached = {
+            c.method: c.steps_to_threshold for c in cells if (c.family, c.split) == (family, split)
+        }
+        text = "".join(f"{_steps(reached.get(m, math.nan)):<14}" for m in names)
+        lines.append(f"{family:<12} {split:<6} {best[family, split]:>6.3f}  {text}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Watching a run: the stats reporter and its writers, the progress bar."""

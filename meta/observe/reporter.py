@@ -1,0 +1,295 @@
+"""Stats reporter fanning out to console, CSV, TensorBoard and wandb writers.
+
+`reporter.write(meta_step, total_env_steps, {tag: value})` sends scalars (ML-Agents tag names
+where they exist, `Meta/...` for ours); `reporter.write_rows(table, rows)` sends table rows
+(`meta_steps.csv`, optionally `inner_updates.csv`). Every writer receives everything and keeps
+what it handles. TensorBoard gets each scalar twice: `tag` against the meta-step in
+`<run_dir>/tensorboard/`, and `EnvSteps/<tag>` against total inner env steps in
+`<run_dir>/tensorboard/env_steps/` (a separate event file, so each axis has its own purge step).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import math
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from meta.run.atomic import StrPath, atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+CUMULATIVE_REWARD = "Environment/Cumulative Reward"
+EPISODE_LENGTH = "Environment/Episode Length"
+LESSON = "Environment/Lesson"
+POLICY_LOSS = "Losses/Policy Loss"
+VALUE_LOSS = "Losses/Value Loss"
+LEARNING_RATE = "Policy/Learning Rate"
+BETA = "Policy/Beta"
+EPSILON = "Policy/Epsilon"
+ENTROPY = "Policy/Entropy"
+SUCCESS_RATE = "Meta/Success Rate"
+OUTER_LR = "Meta/Outer Learning Rate"
+WEIGHT_DELTA_NORM = "Meta/Weight Delta Norm"
+
+META_STEPS_TABLE = "meta_steps"
+INNER_UPDATES_TABLE = "inner_updates"
+META_STEP_COLUMNS = (
+    "meta_step",
+    "task",
+    "task_params",
+    "inner_steps",
+    "mean_reward",
+    "success_rate",
+    "learning_rate",
+    "beta",
+    "epsilon",
+    "outer_lr",
+    "weight_delta_norm",
+    "wall_time_s",
+)
+ENV_STEPS_PREFIX = "EnvSteps/"
+CONSOLE_LABELS = {
+    CUMULATIVE_REWARD: "Mean Reward",
+    SUCCESS_RATE: "Success Rate",
+    EPISODE_LENGTH: "Episode Length",
+    OUTER_LR: "Outer LR",
+    WEIGHT_DELTA_NORM: "Weight Delta Norm",
+}
+
+
+class StatsWriter(Protocol):
+    """What the reporter calls: scalars of a meta-step, rows of a table, close at the end."""
+
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None: ...
+
+    def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullWriter:
+    """A writer that ignores everything; writers override what they handle."""
+
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
+        """Ignore scalars."""
+
+    def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Ignore rows."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class StatsReporter:
+    """Fans scalars and rows out to its writers."""
+
+    def __init__(self, writers: Sequence[StatsWriter] = ()) -> None:
+        self.writers: list[StatsWriter] = list(writers)
+
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
+        """Send one meta-step's scalars to every writer."""
+        for writer in self.writers:
+            writer.write(meta_step, total_env_steps, scalars)
+
+    def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Send rows of `table` (e.g. META_STEPS_TABLE) to every writer."""
+        for writer in self.writers:
+            writer.write_rows(table, rows)
+
+    def close(self) -> None:
+        """Close every writer (all of them, even if one fails; the first error is re-raised)."""
+        errors: list[Exception] = []
+        for writer in self.writers:
+            try:
+                writer.close()
+            except Exception as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> StatsReporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ConsoleWriter(NullWriter):
+    """Logs one ML-Agents-style summary line every `every` meta-steps."""
+
+    def __init__(self, every: int = 1, labels: Mapping[str, str] | None = None) -> None:
+        self.every = max(1, every)
+        self.labels = dict(CONSOLE_LABELS if labels is None else labels)
+        self._start = time.monotonic()
+
+    def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
+        """Log the summary line if `meta_step` is a multiple of `every`."""
+        if meta_step % self.every:
+            return
+        parts = [
+            f"Meta-step: {meta_step}",
+            f"Env steps: {total_env_steps}",
+            f"Time Elapsed: {time.monotonic() - self._start:.1f} s",
+        ]
+        parts += [
+            f"{label}: {scalars[tag]:.4g}" for tag, label in self.labels.items() if tag in scalars
+        ]
+        logger.info(". ".join(parts) + ".")
+
+
+def _cell(value: Any) -> Any:
+    """Format a value for a CSV cell: JSON for containers, Python numbers for 0-d arrays."""
+    if isinstance(value, Mapping | list | tuple):
+        return json.dumps(value, sort_keys=True)
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
+    return "" if value is None else value
+
+
+class CSVWriter(NullWriter):
+    """Appends rows of one table to a CSV with a fixed header; copes with resumed runs."""
+
+    def __init__(
+        self,
+        path: StrPath,
+        columns: Sequence[str],
+        table: str | None = None,
+        step_column: str = "meta_step",
+        truncate_after: int | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.columns = list(columns)
+        self.table = table or self.path.stem
+        self.step_column = step_column
+        if step_column not in self.columns:
+            raise ValueError(f"{self.path}: columns must include {step_column!r}")
+        self._file: TextIO | None = None
+        self._open(truncate_after)
+
+    def _open(self, truncate_after: int | None) -> None:
+        exists = self._repair(truncate_after)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._file, self.columns, lineterminator="\n")
+        if not exists:
+            self._writer.writeheader()
+            self._file.flush()
+
+    def _repair(self, truncate_after: int | None) -> bool:
+        """Check the header, drop a row cut short by a crash and rows past `truncate_after`."""
+        if not self.path.is_file():
+            return False
+        text = self.path.read_text(encoding="utf-8")
+        complete = text[: text.rfind("\n") + 1]
+        rows = list(csv.reader(io.StringIO(complete)))
+        if not rows:
+            self.path.unlink()
+            return False
+        if rows[0] != self.columns:
+            raise ValueError(f"{self.path}: header {rows[0]} differs from columns {self.columns}")
+        if truncate_after is not None:
+            i = self.columns.index(self.step_column)
+            rows[1:] = [
+                row
+                for row in rows[1:]
+                if len(row) == len(self.columns) and _step(row[i]) <= truncate_after
+            ]
+        if complete != text or truncate_after is not None:
+            out = io.StringIO()
+            csv.writer(out, lineterminator="\n").writerows(rows)
+            atomic_write_text(self.path, out.getvalue())
+        return True
+
+    def truncate_after(self, meta_step: int) -> None:
+        """Drop rows whose step column exceeds `meta_step` (and unreadable rows), atomically."""
+        self.close()
+        self._open(meta_step)
+
+    def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Append rows if `table` is this writer's; unknown keys raise ValueError."""
+        if table != self.table or self._file is None:
+            return
+        for row in rows:
+            self._writer.writerow({key: _cell(value) for key, value in row.items()})
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _step(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.inf
+
+
+def new_wandb_id() -> str:
+    """A fresh wandb run id (the run keeps it in its status file to resume the same run)."""
+    return secrets.token_hex(4)
+
+
+WRITERS = ("console", "csv", "tensorboard", "wandb")
+
+
+def build_reporter(
+    run_dir: StrPath,
+    *,
+    run_id: str,
+    writers: Sequence[str] = ("console", "csv", "tensorboard"),
+    config: Mapping[str, Any] | None = None,
+    resume_meta_step: int | None = None,
+    resume_env_steps: int | None = None,
+    console_every: int = 1,
+    extra_columns: Sequence[str] = (),
+    inner_columns: Sequence[str] | None = None,
+    wandb_project: str = "meta-harness",
+    wandb_id: str | None = None,
+) -> StatsReporter:
+    """Build the run's reporter from writer names; `resume_*` = the last completed meta-step."""
+    unknown = sorted(set(writers) - set(WRITERS))
+    if unknown:
+        raise ValueError(f"unknown stats writers {unknown}; choose from {list(WRITERS)}")
+    run_dir = Path(run_dir)
+    chosen: list[StatsWriter] = []
+    if "console" in writers:
+        chosen.append(ConsoleWriter(console_every))
+    if "csv" in writers:
+        columns = [*META_STEP_COLUMNS, *(c for c in extra_columns if c not in META_STEP_COLUMNS)]
+        chosen.append(
+            CSVWriter(run_dir / f"{META_STEPS_TABLE}.csv", columns, truncate_after=resume_meta_step)
+        )
+        if inner_columns is not None:
+            inner = ["meta_step", *(c for c in inner_columns if c != "meta_step")]
+            chosen.append(
+                CSVWriter(
+                    run_dir / f"{INNER_UPDATES_TABLE}.csv", inner, truncate_after=resume_meta_step
+                )
+            )
+    if "tensorboard" in writers:
+        from meta.observe.writers import TensorBoardWriter
+
+        chosen.append(
+            TensorBoardWriter(
+                run_dir / "tensorboard",
+                purge_step=None if resume_meta_step is None else resume_meta_step + 1,
+                purge_env_step=None if resume_env_steps is None else resume_env_steps + 1,
+            )
+        )
+    if "wandb" in writers:
+        from meta.observe.writers import WandbWriter
+
+        chosen.append(
+            WandbWriter(run_dir, run_id, wandb_id or new_wandb_id(), config, project=wandb_project)
+        )
+    return StatsReporter(chosen)

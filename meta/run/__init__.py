@@ -1,0 +1,1 @@
+"""The run directory: status store, checkpoints, atomic writes, meta-step records."""

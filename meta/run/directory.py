@@ -1,0 +1,94 @@
+"""The run directory: ML-Agents' layout, and the rules for resume, force and initialize_from."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from envs.constants import BEHAVIOR_NAME
+from meta.config import Config
+from meta.run.checkpoints import LATEST, load_checkpoint
+from meta.run.status import TrainingStatus
+
+STATUS_FILE = Path("run_logs") / "training_status.json"
+TIMERS_FILE = Path("run_logs") / "timers.json"
+CONFIG_FILE = "configuration.yaml"
+
+
+class RunError(ValueError):
+    """A run directory that cannot be used as asked; the message is one line."""
+
+
+@dataclass
+class RunStart:
+    """Where a run starts: its directory, status, and the state to resume from (if any)."""
+
+    run_dir: Path
+    status: TrainingStatus
+    resume_state: dict[str, Any] | None
+    initial_weights: dict[str, torch.Tensor] | None
+
+
+def run_path(cfg: Config, run_id: str) -> Path:
+    """results_dir/run_id."""
+    return Path(cfg.results_dir) / run_id
+
+
+def latest_weights(results_dir: str, run_id: str) -> dict[str, torch.Tensor]:
+    """A run's latest weights: Brain/checkpoint.pt's theta, else the final Brain.pt."""
+    run_dir = Path(results_dir) / run_id
+    latest = run_dir / BEHAVIOR_NAME / LATEST
+    final = run_dir / f"{BEHAVIOR_NAME}.pt"
+    if latest.is_file():
+        return load_checkpoint(latest)["theta"]
+    if final.is_file():
+        return load_checkpoint(final)
+    raise RunError(
+        f"run {run_id!r} has no weights in {run_dir} "
+        f"(no {BEHAVIOR_NAME}/{LATEST} nor {BEHAVIOR_NAME}.pt)"
+    )
+
+
+def check(cfg: Config, run_id: str) -> None:
+    """Refuse, before anything is written, what the run directory cannot do."""
+    run_dir = run_path(cfg, run_id)
+    exists = run_dir.exists()
+    if cfg.resume:
+        if not exists:
+            raise RunError(f"resume=true but run {run_id!r} does not exist in {cfg.results_dir}")
+        TrainingStatus.load(run_dir / STATUS_FILE)
+        if not (run_dir / BEHAVIOR_NAME / LATEST).is_file():
+            raise RunError(f"resume=true but {run_dir / BEHAVIOR_NAME / LATEST} is missing")
+    elif exists and not cfg.force:
+        raise RunError(
+            f"run directory {run_dir} already exists: pass resume=true to continue "
+            "it or force=true to start over"
+        )
+    if cfg.initialize_from:
+        if cfg.initialize_from == run_id and cfg.force:
+            raise RunError("initialize_from names the run that force=true would erase")
+        latest_weights(cfg.results_dir, cfg.initialize_from)
+
+
+def open_run(cfg: Config, run_id: str, config_yaml: str) -> RunStart:
+    """Create, restart or reopen the run directory (call `check` first)."""
+    run_dir = run_path(cfg, run_id)
+    initial = latest_weights(cfg.results_dir, cfg.initialize_from) if cfg.initialize_from else None
+    if cfg.resume:
+        status = TrainingStatus.load(run_dir / STATUS_FILE)
+        state = load_checkpoint(run_dir / BEHAVIOR_NAME / LATEST)
+        return RunStart(run_dir, status, state, None)
+    if cfg.force and run_dir.exists():
+        shutil.rmtree(run_dir)
+    (run_dir / "run_logs").mkdir(parents=True, exist_ok=True)
+    (run_dir / BEHAVIOR_NAME).mkdir(exist_ok=True)
+    from meta.run.atomic import atomic_write_text
+
+    atomic_write_text(run_dir / CONFIG_FILE, config_yaml)
+    status = TrainingStatus.new(run_dir / STATUS_FILE)
+    status.save()
+    return RunStart(run_dir, status, None, initial)

@@ -1,0 +1,142 @@
+"""What a meta-step records: meta_steps.csv rows, per-update rows and the scalars of writers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from meta.algorithm.ppo.train import SUCCESS_STAT, Hyper, InnerResult
+from meta.algorithm.reptile import Task, Weights, distance
+
+LESSON_PREFIX = "lesson/"
+REWARD = "Environment/Cumulative Reward"
+UPDATE_KEYS = (
+    "Losses/Policy Loss",
+    "Losses/Value Loss",
+    "Policy/Entropy",
+    "Policy/Learning Rate",
+    "Policy/Beta",
+    "Policy/Epsilon",
+)
+EXTRA_COLUMNS = (
+    "algorithm",
+    "task_index",
+    "episodes",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "theta_delta_norm",
+    "total_env_steps",
+)
+
+
+def nanmean(values: Iterable[float]) -> float:
+    """Mean of the finite values; NaN (without a warning) when there are none."""
+    finite = [float(v) for v in values if v == v]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+def extra_columns(lesson_names: Iterable[str]) -> list[str]:
+    """meta_steps.csv columns beyond DESIGN's: ours, one per curriculum, the env parameters."""
+    return [*EXTRA_COLUMNS, *(LESSON_PREFIX + n for n in lesson_names), "env_params"]
+
+
+@dataclass(frozen=True)
+class MetaStep:
+    """One meta-step's outcome, before it is committed."""
+
+    index: int
+    algorithm: str
+    tasks: list[Task]
+    results: list[InnerResult]
+    hyper: Hyper
+    outer_lr: float
+    theta_delta: float
+    env_params: dict[str, float]
+    lessons: dict[str, int]
+    wall_time_s: float
+
+
+def rows(step: MetaStep, theta: Weights, total_env_steps: int) -> list[dict[str, Any]]:
+    """One meta_steps.csv row per task trained (joint trains all its tasks in one row)."""
+    lessons = {LESSON_PREFIX + n: v for n, v in step.lessons.items()}
+    env_params = ";".join(f"{n}={v:g}" for n, v in sorted(step.env_params.items()))
+    merged = len(step.results) < len(step.tasks)
+    out = []
+    for i, result in enumerate(step.results):
+        s, task = result.stats, step.tasks[i]
+        family = "+".join(sorted({t.family for t in step.tasks})) if merged else task.family
+        out.append(
+            {
+                "meta_step": step.index,
+                "task": family,
+                "task_params": task.params_json(),
+                "inner_steps": int(s["steps"]),
+                "mean_reward": s[REWARD],
+                "success_rate": s[SUCCESS_STAT],
+                "learning_rate": step.hyper.learning_rate,
+                "beta": step.hyper.beta,
+                "epsilon": step.hyper.epsilon,
+                "outer_lr": step.outer_lr,
+                "weight_delta_norm": distance(result.weights, theta),
+                "wall_time_s": s["wall_time_s"] if len(step.results) > 1 else step.wall_time_s,
+                "algorithm": step.algorithm,
+                "task_index": i,
+                "episodes": int(s["episodes"]),
+                "policy_loss": s["Losses/Policy Loss"],
+                "value_loss": s["Losses/Value Loss"],
+                "entropy": s["Policy/Entropy"],
+                "theta_delta_norm": step.theta_delta,
+                "total_env_steps": total_env_steps,
+                **lessons,
+                "env_params": env_params,
+            }
+        )
+    return out
+
+
+def update_rows(step: MetaStep, table_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """inner_updates.csv: one row per PPO update of every inner training."""
+    return [
+        {
+            "meta_step": step.index,
+            "update": j + 1,
+            "task": row["task"],
+            **{key: update[key] for key in UPDATE_KEYS},
+        }
+        for row, result in zip(table_rows, step.results, strict=True)
+        for j, update in enumerate(result.updates)
+    ]
+
+
+def scalars(
+    step: MetaStep, table_rows: Sequence[Mapping[str, Any]], task_counts: Mapping[str, int]
+) -> dict[str, float]:
+    """The writers' scalars: ML-Agents' names where they exist, Meta/... for ours."""
+    out = {
+        REWARD: nanmean(r["mean_reward"] for r in table_rows),
+        "Environment/Episode Length": nanmean(
+            r.stats["Environment/Episode Length"] for r in step.results
+        ),
+        "Losses/Policy Loss": nanmean(r["policy_loss"] for r in table_rows),
+        "Losses/Value Loss": nanmean(r["value_loss"] for r in table_rows),
+        "Policy/Entropy": nanmean(r["entropy"] for r in table_rows),
+        "Policy/Learning Rate": step.hyper.learning_rate,
+        "Policy/Beta": step.hyper.beta,
+        "Policy/Epsilon": step.hyper.epsilon,
+        "Meta/Outer Learning Rate": step.outer_lr,
+        "Meta/Weight Delta Norm": step.theta_delta,
+        "Meta/Success Rate": nanmean(r["success_rate"] for r in table_rows),
+    }
+    for family in sorted({r["task"] for r in table_rows}):
+        mine = [r for r in table_rows if r["task"] == family]
+        out[f"Meta/{family}/Reward"] = nanmean(r["mean_reward"] for r in mine)
+        out[f"Meta/{family}/Success"] = nanmean(r["success_rate"] for r in mine)
+    for family, count in task_counts.items():
+        out[f"Meta/{family}/Count"] = float(count)
+    if step.lessons:
+        out["Environment/Lesson"] = float(sum(step.lessons.values()))
+    return out

@@ -1,0 +1,1 @@
+"""Where inner trainings run: environments for tasks, torch threads."""

@@ -1,0 +1,107 @@
+"""Environments for inner trainings: native tasks in-process, or builds over the protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from mlagents_envs.base_env import BaseEnv
+from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
+
+from meta.config import EnvConfig
+
+
+class TaskEnv(Protocol):
+    """A BaseEnv that also reports its tasks' stats (success) and takes parameters."""
+
+    stats_channel: StatsSideChannel
+
+    def set_parameters(self, **params: float) -> None: ...
+
+
+class EnvPool:
+    """Hands out an environment per task; builds stay alive across meta-steps."""
+
+    def __init__(self, cfg: EnvConfig) -> None:
+        self.cfg = cfg
+        self.log_folder: str | None = None
+        """Where builds write their -logFile (the run's run_logs once the run exists)."""
+        self._builds: dict[str, Any] = {}
+
+    def check(self, families: Sequence[str]) -> None:
+        """Fail before training when a needed build does not exist or cannot run."""
+        if self.cfg.backend == "unity":
+            from envs.backend.unity_env import resolve_build
+
+            for family in families:
+                resolve_build(family, self.path(family))
+
+    def path(self, family: str) -> str:
+        """The build path configured for a family."""
+        if family not in self.cfg.path:
+            raise ValueError(f"env.path has no build for task {family!r}")
+        return self.cfg.path[family]
+
+    def env(
+        self, family: str, params: dict[str, float], seed: int, num_areas: int | None = None
+    ) -> BaseEnv:
+        """An environment of `family` with `params`, reset at its next use."""
+        areas = num_areas or self.cfg.num_areas
+        if self.cfg.backend == "native":
+            import envs
+
+            return envs.make(family, num_areas=areas, seed=seed, **params)
+        build = self._builds.get(family)
+        if build is None:
+            from envs.backend.unity_env import UnityEnv
+
+            # each family's workers keep their own ports: base_port + worker_id
+            families = sorted(self.cfg.path)
+            build = UnityEnv(
+                family,
+                path=self.path(family),
+                num_envs=self.cfg.num_envs,
+                num_areas=areas,
+                seed=seed,
+                base_port=self.cfg.base_port,
+                worker_id=families.index(family) * self.cfg.num_envs,
+                timeout_wait=self.cfg.timeout_wait,
+                no_graphics=self.cfg.no_graphics,
+                log_folder=self.log_folder,
+                max_restarts=0,
+            )
+            self._builds[family] = build
+        build.set_parameters(**params)
+        return build
+
+    def concat(self, tasks: Sequence[tuple[str, dict[str, float]]], seed: int) -> BaseEnv:
+        """One environment whose areas are split across several tasks (joint training)."""
+        from envs.tasks.concat import ConcatEnv
+
+        share = max(self.cfg.num_areas // len(tasks), 1)
+        return ConcatEnv(
+            [self.env(family, params, seed + i, share) for i, (family, params) in enumerate(tasks)]
+        )
+
+    def release(self, env: BaseEnv) -> None:
+        """Done with an environment: native ones close, builds stay up for the next task."""
+        if self.cfg.backend == "native":
+            env.close()
+
+    def crash_types(self) -> tuple[type[BaseException], ...]:
+        """Exceptions that mean a build died (and can be restarted)."""
+        if self.cfg.backend != "unity":
+            return ()
+        from envs.backend.unity_env import BuildCrashed
+
+        return (BuildCrashed,)
+
+    def restart_all(self) -> None:
+        """Drop every build; each is relaunched when next asked for."""
+        self.close()
+
+    def close(self) -> None:
+        """Close every build."""
+        for build in self._builds.values():
+            build.close()
+        self._builds.clear()
