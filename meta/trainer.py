@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from envs.constants import BEHAVIOR_NAME
+from envs.interface import TaskEnvironment
 from meta.algorithm import reptile
 from meta.algorithm.ppo.train import Hyper, InnerResult, inner_train, policy_for
 from meta.config import Config
@@ -280,7 +281,7 @@ class MetaTrainer:
                 self.plan.pool.release(env)
         return results
 
-    def _env(self, tasks: list[reptile.Task], seed: int) -> Any:
+    def _env(self, tasks: list[reptile.Task], seed: int) -> TaskEnvironment:
         """One task's environment, or all tasks' areas side by side for joint training."""
         if len(tasks) > 1:
             return self.plan.pool.concat([(t.family, t.params) for t in tasks], seed)

@@ -15,6 +15,8 @@ from mlagents_envs.base_env import (
 )
 from mlagents_envs.side_channel.stats_side_channel import EnvironmentStats, StatsSideChannel
 
+from envs.interface import TaskEnvironment
+
 
 class MergedStats(StatsSideChannel):
     """A stats channel that drains several others (one per child environment)."""
@@ -39,7 +41,7 @@ class ConcatEnv(BaseEnv):
     unity backend numbers its workers' agents).
     """
 
-    def __init__(self, children: Sequence[BaseEnv], id_stride: int | None = None) -> None:
+    def __init__(self, children: Sequence[TaskEnvironment], id_stride: int | None = None) -> None:
         if not children:
             raise ValueError("ConcatEnv needs at least one environment")
         specs = [dict(child.behavior_specs) for child in children]
@@ -50,7 +52,7 @@ class ConcatEnv(BaseEnv):
         self._specs = specs[0]
         self._sizes: dict[str, list[int]] = {}
         self._offsets: dict[str, list[int]] = {}
-        self.stats_channel = MergedStats([c.stats_channel for c in children])  # type: ignore[attr-defined]
+        self.stats_channel = MergedStats([c.stats_channel for c in children])
 
     @property
     def behavior_specs(self) -> BehaviorMapping:

@@ -9,9 +9,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-from mlagents_envs.base_env import ActionTuple, BaseEnv
+from mlagents_envs.base_env import ActionTuple
 
 from envs.constants import BEHAVIOR_NAME, SPLITS
+from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.train import cpu_weights, policy_for
 from meta.algorithm.ppo.train import train as ppo_train
@@ -174,7 +175,7 @@ def policy_actor(policy: Policy, deterministic: bool, generator: torch.Generator
     return act
 
 
-def run_episodes(env: BaseEnv, act: Act, episodes: int) -> tuple[float, float, int]:
+def run_episodes(env: AgentEnvironment, act: Act, episodes: int) -> tuple[float, float, int]:
     """Mean return and success over the first ceil(episodes/areas) episodes of every area.
 
     Counting whole first episodes per area keeps short (successful) episodes from being

@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from mlagents_envs.base_env import BaseEnv
-from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
-
+from envs.interface import TaskEnvironment
 from meta.config import EnvConfig
-
-
-class TaskEnv(Protocol):
-    """A BaseEnv that also reports its tasks' stats (success) and takes parameters."""
-
-    stats_channel: StatsSideChannel
-
-    def set_parameters(self, **params: float) -> None: ...
 
 
 class EnvPool:
@@ -44,7 +34,7 @@ class EnvPool:
 
     def env(
         self, family: str, params: dict[str, float], seed: int, num_areas: int | None = None
-    ) -> BaseEnv:
+    ) -> TaskEnvironment:
         """An environment of `family` with `params`, reset at its next use."""
         areas = num_areas or self.cfg.num_areas
         if self.cfg.backend == "native":
@@ -74,7 +64,7 @@ class EnvPool:
         build.set_parameters(**params)
         return build
 
-    def concat(self, tasks: Sequence[tuple[str, dict[str, float]]], seed: int) -> BaseEnv:
+    def concat(self, tasks: Sequence[tuple[str, dict[str, float]]], seed: int) -> TaskEnvironment:
         """One environment whose areas are split across several tasks (joint training)."""
         from envs.tasks.concat import ConcatEnv
 
@@ -83,7 +73,7 @@ class EnvPool:
             [self.env(family, params, seed + i, share) for i, (family, params) in enumerate(tasks)]
         )
 
-    def release(self, env: BaseEnv) -> None:
+    def release(self, env: TaskEnvironment) -> None:
         """Done with an environment: native ones close, builds stay up for the next task."""
         if self.cfg.backend == "native":
             env.close()

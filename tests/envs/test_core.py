@@ -1,4 +1,4 @@
-"""envs/tasks/core.py and envs/tasks/rng.py: counter-based draws, spawning, batched = one-area copies."""
+"""envs/tasks/core.py and rng.py: counter-based draws, spawning, batched = one-area copies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""envs/tasks/episode_stats.py: episode stats through a real StatsSideChannel, in the real message format."""
+"""envs/tasks/episode_stats.py: stats through a real StatsSideChannel, in the real format."""
 
 from __future__ import annotations
 

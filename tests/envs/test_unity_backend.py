@@ -29,8 +29,8 @@ from envs.backend.unity_env import (
     UnityEnv,
     resolve_build,
 )
-from envs.unity import side_channels
 from envs.tasks.concat import ConcatEnv
+from envs.unity import side_channels
 
 FAMILIES = ("FindTarget", "CarryObject")
 # mlagents_envs 0.28 compares versions with distutils' StrictVersion.

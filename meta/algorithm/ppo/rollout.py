@@ -8,8 +8,9 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from mlagents_envs.base_env import ActionTuple, BaseEnv
+from mlagents_envs.base_env import ActionTuple
 
+from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.policy import Policy
 from meta.runtime.threads import torch_threads
 
@@ -66,7 +67,7 @@ class Collector:
 
     def __init__(
         self,
-        env: BaseEnv,
+        env: AgentEnvironment,
         behavior: str,
         policy: Policy,
         generator: torch.Generator,

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from mlagents_envs.base_env import BaseEnv
 from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 from envs.constants import BEHAVIOR_NAME
+from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.flat_adam import FlatAdam
 from meta.algorithm.ppo.loss import (
     Minibatch,
@@ -148,7 +148,7 @@ def ppo_update(
 
 
 def train(
-    env: BaseEnv,
+    env: AgentEnvironment,
     policy: Policy,
     cfg: PPOConfig,
     *,
@@ -226,7 +226,7 @@ def _scheduled(cfg: PPOConfig, hyper: Hyper, steps: int, budget: int) -> Hyper:
 
 
 def inner_train(
-    env: BaseEnv,
+    env: AgentEnvironment,
     weights: dict[str, torch.Tensor],
     network: NetworkConfig,
     cfg: PPOConfig,
@@ -260,7 +260,7 @@ def cpu_weights(policy: Policy) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
 
 
-def policy_for(env: BaseEnv, network: NetworkConfig, seed: int = 0) -> Policy:
+def policy_for(env: AgentEnvironment, network: NetworkConfig, seed: int = 0) -> Policy:
     """A fresh policy sized for the env's (single) behavior."""
     spec = next(iter(env.behavior_specs.values()))
     return make_policy(
