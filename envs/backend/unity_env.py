@@ -79,7 +79,7 @@ def check_port(port: int, worker_id: int, base_port: int) -> None:
             ) from None
 
 
-class MergedStats(StatsSideChannel):
+class WorkerStats(StatsSideChannel):
     """The stats every worker's StatsSideChannel received, gathered at each step."""
 
     def add(self, stats: Mapping[str, list]) -> None:
@@ -127,7 +127,7 @@ class UnityEnv(BaseEnv):
             for i in range(num_envs)
         ]
         self.max_restarts, self.restarts = max_restarts, 0
-        self.stats_channel = MergedStats()
+        self.stats_channel = WorkerStats()
         self._stride = 2**31 // num_envs  # agent ids of worker i start at i * stride
         self._workers: list[unity_worker.Worker] = []
         self._steps: dict[str, tuple[DecisionSteps, TerminalSteps]] = {}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlagents_envs.exception import (
     UnityCommunicationException,
@@ -26,6 +26,14 @@ from mlagents_envs.exception import (
     UnityTimeOutException,
     UnityWorkerInUseException,
 )
+
+if TYPE_CHECKING:
+    from mlagents_envs.environment import UnityEnvironment
+    from mlagents_envs.side_channel.environment_parameters_channel import (
+        EnvironmentParametersChannel,
+    )
+    from mlagents_envs.side_channel.side_channel import SideChannel
+    from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 
 class BuildError(RuntimeError):
@@ -77,7 +85,6 @@ def _steps(env: Any) -> dict:
 
 def run(conn: Connection, settings: WorkerSettings, params: dict[str, float]) -> None:
     """Worker process: launch the build, then serve the parent's commands until told to close."""
-    from mlagents_envs.environment import UnityEnvironment
     from mlagents_envs.side_channel.environment_parameters_channel import (
         EnvironmentParametersChannel,
     )
@@ -89,45 +96,12 @@ def run(conn: Connection, settings: WorkerSettings, params: dict[str, float]) ->
     try:
         for key, value in params.items():
             parameters.set_float_parameter(key, value)
-        env = UnityEnvironment(
-            file_name=settings.path,
-            worker_id=settings.worker_id,
-            base_port=settings.base_port,
-            seed=settings.seed,
-            no_graphics=settings.no_graphics,
-            timeout_wait=int(settings.timeout_wait),
-            side_channels=[parameters, stats],
-            log_folder=settings.log_folder,
-            num_areas=settings.num_areas,
-        )
+        env = _launch(settings, [parameters, stats])
         env.reset()
         build_pid = env._process.pid if env._process is not None else 0
-        conn.send(
-            (
-                "ready",
-                (
-                    dict(env.behavior_specs),
-                    _steps(env),
-                    dict(stats.get_and_reset_stats()),
-                    build_pid,
-                ),
-            )
-        )
-        while True:
-            command, payload = conn.recv()
-            if command == "close":
-                break
-            if command == "params":
-                for key, value in payload.items():
-                    parameters.set_float_parameter(key, value)
-                continue
-            if command == "step":
-                for name, action in payload.items():
-                    env.set_actions(name, action)
-                env.step()
-            else:
-                env.reset()
-            conn.send(("ok", (_steps(env), dict(stats.get_and_reset_stats()))))
+        ready = (dict(env.behavior_specs), _steps(env), dict(stats.get_and_reset_stats()))
+        conn.send(("ready", (*ready, build_pid)))
+        _serve(conn, env, parameters, stats)
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         pass  # the parent is gone or interrupted: just clean up
     except UnityWorkerInUseException as error:
@@ -148,6 +122,47 @@ def run(conn: Connection, settings: WorkerSettings, params: dict[str, float]) ->
             with contextlib.suppress(Exception):  # closing after a failure must not mask it
                 env.close()
         conn.close()
+
+
+def _launch(settings: WorkerSettings, side_channels: list[SideChannel]) -> UnityEnvironment:
+    """Start the build through UnityEnvironment, which waits for its first contact."""
+    from mlagents_envs.environment import UnityEnvironment
+
+    return UnityEnvironment(
+        file_name=settings.path,
+        worker_id=settings.worker_id,
+        base_port=settings.base_port,
+        seed=settings.seed,
+        no_graphics=settings.no_graphics,
+        timeout_wait=int(settings.timeout_wait),
+        side_channels=side_channels,
+        log_folder=settings.log_folder,
+        num_areas=settings.num_areas,
+    )
+
+
+def _serve(
+    conn: Connection,
+    env: UnityEnvironment,
+    parameters: EnvironmentParametersChannel,
+    stats: StatsSideChannel,
+) -> None:
+    """Answer step, reset and params commands until the parent says close."""
+    while True:
+        command, payload = conn.recv()
+        if command == "close":
+            return
+        if command == "params":
+            for key, value in payload.items():
+                parameters.set_float_parameter(key, value)
+            continue
+        if command == "step":
+            for name, action in payload.items():
+                env.set_actions(name, action)
+            env.step()
+        else:
+            env.reset()
+        conn.send(("ok", (_steps(env), dict(stats.get_and_reset_stats()))))
 
 
 def _report(conn: Connection, kind: str, message: str) -> None:

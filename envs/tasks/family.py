@@ -117,10 +117,6 @@ class Family:
         """Names of every parameter the family reads."""
         return tuple(f.name for f in dataclasses.fields(self.params_type))
 
-    def defaults(self) -> dict[str, float]:
-        """Default value of every parameter."""
-        return self.params_type().as_dict()
-
     def validate(self, values: Mapping[str, object], base: TaskParams | None = None) -> TaskParams:
         """Parameters from `base` (or defaults) updated with `values`; ValueError if invalid."""
         return build_params(self.name, self.params_type, values, base)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -120,10 +119,3 @@ def reptile_update(theta: Weights, trained: Sequence[Weights], step_size: float)
     """theta <- theta + epsilon * (mean_i phi_i - theta)."""
     return interpolate(theta, average(trained) if len(trained) > 1 else trained[0], step_size)
 
-
-def describe(stats: Mapping[str, Any]) -> str:
-    """Short human text of an inner training's outcome."""
-    return (
-        f"reward {stats.get('Environment/Cumulative Reward', float('nan')):.3f} "
-        f"success {stats.get('Environment/Success', float('nan')):.2f}"
-    )

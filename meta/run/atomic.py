@@ -79,7 +79,3 @@ def torch_bytes(obj: Any) -> bytes:
     torch.save(obj, buffer)
     return buffer.getvalue()
 
-
-def atomic_torch_save(obj: Any, path: StrPath) -> None:
-    """Atomically `torch.save` `obj` to `path`."""
-    _atomic_write(path, lambda f: torch.save(obj, f))

@@ -97,10 +97,6 @@ class CheckpointManager:
         """Path of the kept checkpoint of `meta_step`."""
         return self.run_dir / self.behavior / f"{self.behavior}-{meta_step}.pt"
 
-    def path_of(self, entry: CheckpointEntry) -> Path:
-        """Absolute location of a status entry's file (entries are run-directory relative)."""
-        return self.run_dir / entry.file_path
-
     def save(
         self,
         meta_step: int,
@@ -132,10 +128,6 @@ class CheckpointManager:
         for path in pruned:
             path.unlink(missing_ok=True)
         return entry if kept else None
-
-    def load_latest(self) -> dict[str, Any]:
-        """Load `<behavior>/checkpoint.pt`."""
-        return load_checkpoint(self.latest_path)
 
     def load(self, path: StrPath) -> dict[str, Any]:
         """Load a checkpoint file (a relative path is taken relative to the run directory)."""

@@ -14,12 +14,9 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from meta.curriculum.lessons import (
-    CompletionCriteria,
-    EnvironmentParameters,
-    parse_environment_parameters,
-)
+from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
 from meta.curriculum.samplers import ConstantSampler, UniformSampler
+from meta.curriculum.settings import CompletionCriteria
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -41,7 +41,7 @@ def test_import_envs_does_not_load_mlagents_or_torch() -> None:
 
 
 def test_defaults() -> None:
-    assert envs.family("FindTarget").defaults() == {
+    assert envs.family("FindTarget").validate({}).as_dict() == {
         "arena_size": 10.0,
         "agent_speed": 0.2,
         "target_radius": 1.0,
@@ -52,7 +52,7 @@ def test_defaults() -> None:
         "goal_x": 0.5,
         "goal_y": 0.5,
     }
-    carry = envs.family("CarryObject").defaults()
+    carry = envs.family("CarryObject").validate({}).as_dict()
     assert carry["max_step"] == 200.0 and carry["carry_speed"] == 0.7
     assert carry["goal_radius"] == 1.25
     assert "hidden_goal" not in carry and "carry_speed" in envs.family("CarryObject").param_names
