@@ -67,9 +67,11 @@ def run_id_of(cfg: DictConfig) -> str:
 
 
 def _train(cfg: DictConfig) -> None:
+    from meta.observe.console import log_to, run_console
     from meta.trainer import MetaTrainer, plan
 
-    logging.basicConfig(format="[%(levelname)s] %(message)s", level=logging.INFO)
+    console = run_console()
+    log_to(console)
     run_id = run_id_of(cfg)
     try:
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
@@ -79,7 +81,7 @@ def _train(cfg: DictConfig) -> None:
         fail("meta-train", error)
     resolved = {str(k): v for k, v in OmegaConf.to_container(cfg, resolve=True).items()}  # type: ignore[union-attr]
     resolved["run_id"] = run_id
-    trainer = MetaTrainer(checked, OmegaConf.to_yaml(resolved), resolved)
+    trainer = MetaTrainer(checked, OmegaConf.to_yaml(resolved), resolved, console)
     try:
         run_dir = trainer.run()
     except KeyboardInterrupt:

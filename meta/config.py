@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from envs.constants import SPLITS
 
 SCHEDULES = ("constant", "linear")
 ALGORITHMS = ("reptile", "joint", "single")
@@ -153,12 +156,13 @@ class MetaConfig:
             raise ValueError(f"meta.outer_lr_final must be in [0, 1], got {self.outer_lr_final}")
         if not self.tasks:
             raise ValueError("meta.tasks is empty: give at least one task family")
-        if self.split not in ("train", "test"):
+        if self.split not in SPLITS:
             raise ValueError(f"meta.split must be 'train' or 'test', got {self.split!r}")
         for i, task in enumerate(self.tasks):
-            if not task.weight > 0:
+            if not 0 < task.weight < math.inf:
                 raise ValueError(
-                    f"meta.tasks[{i}] ({task.name}): weight must be > 0, got {task.weight}"
+                    f"meta.tasks[{i}] ({task.name}): weight must be a finite number > 0, "
+                    f"got {task.weight}"
                 )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 TINY = ["experiment=tiny", "logger=quiet"]
+PLAIN_ENV = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
 
 
 def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -21,7 +22,7 @@ def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "WANDB_MODE": "offline"},
+        env={**PLAIN_ENV, "WANDB_MODE": "offline"},
     )
 
 
@@ -31,7 +32,7 @@ def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         ("meta.foo=1", "Key 'foo' not in 'MetaConfig'"),
         ("meta.steps=abc", "could not be converted to Integer"),
         ("meta.steps=0", "meta.steps must be > 0"),
-        ("meta.tasks=[{name:FindTarget,weight:0}]", "weight must be > 0"),
+        ("meta.tasks=[{name:FindTarget,weight:0}]", "weight must be"),
         ("meta.tasks=[{name:Jump,weight:1}]", "unknown task 'Jump'"),
         ("meta.outer_lr=1.5", "meta.outer_lr must be in (0, 1]"),
         ("resume=true", "does not exist"),
@@ -56,6 +57,27 @@ def test_existing_run_is_refused_without_changes(tmp_path: Path) -> None:
     assert done.returncode != 0 and "already exists" in done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+
+
+def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path) -> None:
+    done = meta_train(
+        "experiment=tiny",
+        "meta.steps=3",
+        "run_id=plain",
+        "environment_parameters=arena_curriculum",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr and "━" not in done.stdout
+    lines = done.stdout.splitlines()
+    summaries = [line for line in lines if line.startswith("[INFO] Meta-step: ")]
+    assert [line.split(".")[0] for line in summaries] == [
+        f"[INFO] Meta-step: {k}" for k in range(3)
+    ]
+    assert all("Env steps: " in line and "Mean Reward: " in line for line in summaries)
+    assert any(line.startswith("[INFO] Parameter arena_size moved to lesson 1") for line in lines)
+    assert all(line.startswith("[") for line in lines[:-1]), lines
+    assert lines[-1].startswith("meta-train: done. Results in ")
 
 
 @pytest.mark.slow

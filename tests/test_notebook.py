@@ -48,6 +48,7 @@ def test_committed_without_outputs() -> None:
     assert "parameters" in code[0].metadata.get("tags", [])
 
 
+@pytest.mark.integration  # nbclient starts a kernel process
 def test_runs_on_a_tiny_run_with_a_curriculum_and_an_evaluation(
     tiny_config: Callable[..., Config], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

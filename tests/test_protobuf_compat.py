@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 FRESH = """
 import mlagents_envs.environment  # first, as a user script would: the .pth shim must hold
 from google.protobuf.internal import api_implementation
@@ -24,6 +26,7 @@ print("ok")
 """
 
 
+@pytest.mark.integration
 def test_mlagents_messages_round_trip_on_upb_in_a_fresh_interpreter() -> None:
     result = subprocess.run(
         [sys.executable, "-c", FRESH], capture_output=True, text=True, timeout=60

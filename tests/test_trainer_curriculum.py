@@ -80,7 +80,7 @@ def test_a_lesson_change_is_announced_with_its_values(
 ) -> None:
     import logging
 
-    with caplog.at_level(logging.INFO, logger="meta.trainer"):
+    with caplog.at_level(logging.INFO, logger="meta"):
         train(tiny_config(CURRICULUM), "announced")
     (line,) = [r.getMessage() for r in caplog.records if "moved to lesson" in r.getMessage()]
     assert "arena_size moved to lesson 1 (Large" in line and "12" in line

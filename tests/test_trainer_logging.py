@@ -75,6 +75,10 @@ def test_timers_tree_is_ml_agents_format_and_children_fit_their_parent(
     meta_step = root["children"]["meta_step"]
     assert meta_step["count"] == 4
     assert {"inner_training", "commit"} <= set(meta_step["children"])
+    inner = meta_step["children"]["inner_training"]
+    assert inner["count"] == 4
+    assert {"policy_forward", "env_step", "update"} <= set(inner["children"])
+    assert root["metadata"]["pytorch_version"] and root["metadata"]["end_time_seconds"]
 
 
 def test_wandb_runs_offline_and_a_resumed_run_keeps_its_id(

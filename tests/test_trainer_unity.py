@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import signal
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,41 +16,29 @@ from meta.config import Config
 from meta.trainer import MetaTrainer, plan, train
 
 Factory = Callable[..., Config]
+FreePorts = Callable[..., int]
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mlagents_envs.*")
 
 
-def free_port_pair() -> int:
-    """A port p with p and p+1 free (one per family)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("localhost", 0))
-            port = probe.getsockname()[1]
-        with socket.socket() as other:
-            try:
-                other.bind(("localhost", port + 1))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port pair")
-
-
-def unity(tiny_config: Factory, *overrides: str) -> Config:
+def unity(tiny_config: Factory, base_port: int, *overrides: str) -> Config:
+    """A tiny run over the builds, one per family at base_port and base_port + 1."""
     return tiny_config(
         "env=unity",
         "env.num_areas=8",
-        f"env.base_port={free_port_pair()}",
+        f"env.base_port={base_port}",
         "env.timeout_wait=20",
         *overrides,
     )
 
 
-def test_unity_backend_completes_and_resumes(tiny_config: Factory) -> None:
-    cfg = unity(tiny_config, "meta.steps=3")
+def test_unity_backend_completes_and_resumes(tiny_config: Factory, free_ports: FreePorts) -> None:
+    port = free_ports(2)
+    cfg = unity(tiny_config, port, "meta.steps=3")
     trainer = MetaTrainer(plan(cfg, "u"), "{}", {})
     trainer.meta_step_once(0)
     trainer.close()
     assert trainer.plan.pool._builds == {}  # builds closed with the run
-    run_dir = train(unity(tiny_config, "meta.steps=3", "resume=true"), "u")
+    run_dir = train(unity(tiny_config, port, "meta.steps=3", "resume=true"), "u")
     with (run_dir / "meta_steps.csv").open() as f:
         assert [r["meta_step"] for r in csv.DictReader(f)] == ["0", "1", "2"]
     assert (run_dir / "Brain.pt").is_file()
@@ -59,9 +46,11 @@ def test_unity_backend_completes_and_resumes(tiny_config: Factory) -> None:
 
 
 def test_a_killed_build_is_restarted_and_the_meta_step_retried(
-    tiny_config: Factory, caplog: pytest.LogCaptureFixture
+    tiny_config: Factory, free_ports: FreePorts, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cfg = unity(tiny_config, "meta.steps=2", "meta.tasks=[{name:FindTarget,weight:1}]")
+    cfg = unity(
+        tiny_config, free_ports(2), "meta.steps=2", "meta.tasks=[{name:FindTarget,weight:1}]"
+    )
     trainer = MetaTrainer(plan(cfg, "k"), "{}", {})
     try:
         trainer.meta_step_once(0)
@@ -70,16 +59,22 @@ def test_a_killed_build_is_restarted_and_the_meta_step_retried(
         os.kill(build_pid, signal.SIGKILL)
         with caplog.at_level(logging.WARNING):
             trainer.meta_step_once(1)
-        assert trainer.restarts == 1 and "retrying the meta-step" in caplog.text
+        assert trainer.inner.restarts == 1 and "retrying the meta-step" in caplog.text
         assert trainer.meta_step == 2
         assert any((trainer.theta[k] != theta[k]).any() for k in theta)
     finally:
         trainer.close()
 
 
-def test_repeated_crashes_end_with_a_clear_error(tiny_config: Factory) -> None:
+def test_repeated_crashes_end_with_a_clear_error(
+    tiny_config: Factory, free_ports: FreePorts
+) -> None:
     cfg = unity(
-        tiny_config, "meta.steps=2", "env.max_restarts=0", "meta.tasks=[{name:FindTarget,weight:1}]"
+        tiny_config,
+        free_ports(2),
+        "meta.steps=2",
+        "env.max_restarts=0",
+        "meta.tasks=[{name:FindTarget,weight:1}]",
     )
     trainer = MetaTrainer(plan(cfg, "e"), "{}", {})
     try:
@@ -95,9 +90,13 @@ def test_repeated_crashes_end_with_a_clear_error(tiny_config: Factory) -> None:
         trainer.close()
 
 
-def test_a_missing_build_is_refused_before_anything_is_written(tiny_config: Factory) -> None:
+def test_a_missing_build_is_refused_before_anything_is_written(
+    tiny_config: Factory, free_ports: FreePorts
+) -> None:
     cfg = unity(
-        tiny_config, "env.path={FindTarget: nowhere/FindTarget, CarryObject: nowhere/CarryObject}"
+        tiny_config,
+        free_ports(2),
+        "env.path={FindTarget: nowhere/FindTarget, CarryObject: nowhere/CarryObject}",
     )
     with pytest.raises(FileNotFoundError, match="nowhere"):
         plan(cfg, "missing")

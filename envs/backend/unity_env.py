@@ -2,10 +2,11 @@
 
 As ML-Agents' ``SubprocessEnvManager`` does, every build gets its own worker process holding
 a ``UnityEnvironment`` (worker ``i`` uses ``worker_id + i``, so port ``base_port + worker_id
-+ i``, and seed ``seed + i``). Commands go down pipes to all workers before any answer is
-read, so the builds step in parallel; their agents are presented as one ``BaseEnv`` with ids
-offset per worker. Parameters travel through ``EnvironmentParametersChannel`` and stats come
-back through ``StatsSideChannel``, so trainers use this exactly like ``envs.make``.
++ i``, and seed ``seed + i`` folded below 2^31). Commands go down pipes to all workers before
+any answer is read, so the builds step in parallel; their agents are presented as one
+``BaseEnv`` with ids offset per worker. Parameters travel through
+``EnvironmentParametersChannel`` and stats come back through ``StatsSideChannel``, so
+trainers use this exactly like ``envs.make``.
 
 Memory: each worker costs two processes, the worker (Python, mlagents_envs, grpcio: about
 67 MB RSS) and the build (about 53 MB for the built-in tasks at 64 areas);
@@ -42,6 +43,13 @@ from envs.tasks.concat import concat_decisions, concat_terminals, offset_ids
 __all__ = ["BuildCrashed", "BuildError", "BuildTimeout", "PortInUse", "UnityEnv", "make"]
 
 EXTENSIONS = ("", ".x86_64", ".x86")
+SEED_LIMIT = 2**31
+"""UnityEnvironment sends the seed in a signed 32-bit protobuf field."""
+
+
+def build_seed(seed: int, index: int) -> int:
+    """Worker `index`'s seed: `seed + index` folded below 2^31, as the protocol requires."""
+    return (seed + index) % SEED_LIMIT
 
 
 def resolve_build(name: str, path: str | os.PathLike[str] | None = None) -> str:
@@ -118,7 +126,7 @@ class UnityEnv(BaseEnv):
                 path=self.path,
                 worker_id=worker_id + i,
                 base_port=base_port,
-                seed=seed + i,
+                seed=build_seed(seed, i),
                 num_areas=num_areas,
                 timeout_wait=timeout_wait,
                 no_graphics=no_graphics,

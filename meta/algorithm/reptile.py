@@ -70,6 +70,8 @@ class TaskSampler:
             unknown = sorted(set(task.params) - names)
             if unknown:
                 raise ValueError(f"meta.tasks[{i}] ({task.name}): unknown parameter {unknown[0]!r}")
+            for name, value in task.params.items():
+                _check_param(f"meta.tasks[{i}] ({task.name}).params.{name}", task.name, name, value)
         weights = np.array([t.weight for t in self.tasks], np.float64)
         self.probabilities = weights / weights.sum()
 
@@ -86,6 +88,27 @@ class TaskSampler:
             else:
                 params[name] = float(value)
         return Task(task.name, params)
+
+
+def _check_param(where: str, family: str, name: str, value: object) -> None:
+    """A fixed value or a [low, high] range within the family's bounds; ValueError otherwise."""
+    import envs
+
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        if len(value) != 2:
+            raise ValueError(f"{where}: a range is [low, high], got {len(value)} values")
+        low, high = value
+        for end in (low, high):
+            _check_param(where, family, name, end)
+        if not low <= high:
+            raise ValueError(f"{where}: range [{low}, {high}] is reversed (low > high)")
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where}: expected a number or a [low, high] range, got {value!r}")
+    try:
+        envs.family(family).validate({name: value})
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
 
 
 def inner_hyper(ppo: PPOConfig, meta: MetaConfig, meta_step: int) -> Hyper:
@@ -118,4 +141,3 @@ def inner_seed(seed: int, meta_step: int, index: int) -> int:
 def reptile_update(theta: Weights, trained: Sequence[Weights], step_size: float) -> Weights:
     """theta <- theta + epsilon * (mean_i phi_i - theta)."""
     return interpolate(theta, average(trained) if len(trained) > 1 else trained[0], step_size)
-

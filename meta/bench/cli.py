@@ -10,6 +10,7 @@ run down."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shlex
@@ -32,6 +33,8 @@ from meta.run.atomic import atomic_write_text
 from meta.runtime.threads import torch_threads
 
 WARMUP_STEPS = 10_240
+BENCH_EXTRA = {"gymnasium": "gymnasium", "stable_baselines3": "stable-baselines3"}
+"""Modules of the `[bench]` extra, with their package names (gymnasium first: SB3 needs it)."""
 
 
 def machine() -> dict[str, Any]:
@@ -232,9 +235,29 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def missing_extra() -> str | None:
+    """The first package of the `[bench]` extra that is not installed, or None."""
+    for module in BENCH_EXTRA:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name not in BENCH_EXTRA:
+                raise  # installed, but broken: the traceback says more than a line could
+            return BENCH_EXTRA[error.name]
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """meta-bench [--quick] [--out bench.json] [--markdown FILE] [--readme README.md]."""
     args = parse(argv)
+    missing = missing_extra()
+    if missing is not None:
+        print(
+            f"meta-bench: error: {missing} is not installed; meta-bench needs the bench extra: "
+            "pip install -e '.[bench]'",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
     if args.readme:
         bench_report.splice(Path(args.readme).read_text(), "")  # fail before a long run
     report = run(args)

@@ -3,6 +3,7 @@
 SB3 then steps the same arrays as the native BaseEnv does, with SB3's conventions: ended
 sub-environments are already reset, their last observation is in `infos[i]["terminal_observation"]`
 and a time-out is flagged `infos[i]["TimeLimit.truncated"]`, so SB3 bootstraps it as PPO should.
+SB3's VecEnv is its base class, so this module needs the `[bench]` extra to import.
 """
 
 from __future__ import annotations

@@ -21,9 +21,11 @@ import torch
 
 import envs
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.flat_adam import FlatAdam
+from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.rollout import Collector
-from meta.algorithm.ppo.train import Hyper, policy_for, ppo_update
+from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.update import ppo_update
 from meta.config import NetworkConfig, PPOConfig
 from meta.runtime.threads import torch_threads
 
@@ -170,7 +172,7 @@ def phase_rates(
     collector = Collector(
         env, BEHAVIOR_NAME, policy, generator, ppo.time_horizon, None, collect_threads
     )
-    optimizer = FlatAdam(policy.parameters(), lr=ppo.learning_rate, eps=1e-7)
+    optimizer = make_optimizer(policy, ppo.learning_rate)
     worker = ThreadPoolExecutor(1) if halves else None
     horizon = max(ppo.buffer_size // num_areas, 1)
     collect = update = float("inf")
@@ -183,7 +185,6 @@ def phase_rates(
         if k > 0:  # the first buffer warms up; other load only slows a buffer down: keep the best
             collect = min(collect, middle - start)
             update = min(update, time.perf_counter() - middle)
-    optimizer.release()
     if worker is not None:
         worker.shutdown()
     env.close()

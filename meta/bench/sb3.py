@@ -1,22 +1,27 @@
-"""Our inner PPO and Stable-Baselines3's PPO on the same batched task, timed and evaluated alike."""
+"""Our inner PPO and Stable-Baselines3's PPO on the same batched task, timed and evaluated alike.
+
+Stable-Baselines3 and gymnasium (the `[bench]` extra) are imported by the functions that use
+them, so the settings and our side import with the core dependencies alone.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from stable_baselines3 import PPO
-from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 
 import envs
 from meta.algorithm.ppo.train import policy_for, train
 from meta.algorithm.schedules import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
-from meta.bench.gym_vec import TaskVecEnv
 from meta.config import NetworkConfig, PPOConfig
 from meta.evaluation.adapt import Act, run_episodes
+
+if TYPE_CHECKING:
+    from stable_baselines3 import PPO
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,11 @@ class _Schedule:
 
 def sb3_model(settings: Settings) -> PPO:
     """SB3 PPO with our settings over a TaskVecEnv, observations normalised by VecNormalize."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from meta.bench.gym_vec import TaskVecEnv
+
     cfg, net = settings.ppo, settings.network
     buffer = settings.n_steps * settings.num_areas
     venv = TaskVecEnv(settings.task, num_areas=settings.num_areas, seed=settings.seed)
@@ -136,6 +146,8 @@ def sb3_model(settings: Settings) -> PPO:
 
 def train_sb3(settings: Settings) -> Outcome:
     """SB3's PPO.learn for the budget; timed around learn() alone."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
     model = sb3_model(settings)
     start, cpu = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=settings.budget)

@@ -1,1 +1,1 @@
-"""Watching a run: the stats reporter and its writers, the progress bar."""
+"""Watching a run: its console and progress bar, the stats reporter and writers, timers."""

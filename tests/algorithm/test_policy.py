@@ -1,17 +1,21 @@
-"""The fast paths agree with the plain ones: FrozenPolicy with Policy, FlatAdam with Adam."""
+"""The acting path agrees with the plain one and with the update's: FrozenPolicy, Policy, loss."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 
-from meta.algorithm.ppo.flat_adam import FlatAdam
-from meta.algorithm.ppo.policy import Policy, make_policy
-from meta.config import NetworkConfig
+from meta.algorithm.ppo.loss import Minibatch, gradient_step, make_optimizer
+from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy
+from meta.config import NetworkConfig, PPOConfig
 
 
 def _policy() -> Policy:
     policy = make_policy(10, 2, NetworkConfig(hidden_units=32), seed=3)
-    policy.normalizer.update(torch.randn(500, 10) * 3 + 1)
+    policy.normalizer.update(
+        torch.randn(500, 10, generator=torch.Generator().manual_seed(4)) * 3 + 1
+    )
     with torch.no_grad():
         policy.log_std.fill_(-0.5)
     return policy
@@ -30,49 +34,43 @@ def test_frozen_policy_acts_as_the_policy() -> None:
     torch.testing.assert_close(value, expected[2], rtol=1e-6, atol=1e-6)
 
 
-def test_evaluate_matches_act_log_prob_and_entropy_formula() -> None:
+def test_the_update_scores_collected_actions_as_collection_did() -> None:
+    # Before the first step PPO's ratio must be 1: the update's log-prob and value of a
+    # collected action equal the ones collection recorded, and the entropy is the Gaussian's.
     policy, obs = _policy(), torch.randn(16, 10)
+    action, log_prob, value = policy.frozen().act(obs, torch.Generator().manual_seed(0))
     with torch.no_grad():
-        action, log_prob, value = policy.act(obs, torch.Generator().manual_seed(0))
-        lp, entropy, v = policy.evaluate(obs, action)
-    torch.testing.assert_close(lp, log_prob)
-    torch.testing.assert_close(v, value)
-    expected = torch.distributions.Normal(torch.zeros(2), policy.log_std.exp()).entropy().sum()
-    torch.testing.assert_close(entropy, expected.expand(16))
+        x = policy.features(obs)
+        update_log_prob = gaussian_log_prob(action, policy.mean_from(x), policy.log_std)
+        torch.testing.assert_close(update_log_prob, log_prob)
+        torch.testing.assert_close(policy.value_from(x), value)
+        expected = torch.distributions.Normal(torch.zeros(2), policy.log_std.exp()).entropy()
+        torch.testing.assert_close(policy.entropy(), expected.sum())
 
 
-def _train_steps(policy: Policy, flat: bool) -> list[torch.Tensor]:
-    params = list(policy.parameters())
-    optimizer: torch.optim.Optimizer | FlatAdam
-    if flat:
-        optimizer = FlatAdam(params, lr=1e-2, eps=1e-7)
-    else:
-        optimizer = torch.optim.Adam(params, lr=1e-2, eps=1e-7)
-    x = torch.randn(128, 10)
-    for _ in range(5):
-        loss = policy.evaluate(x, torch.randn(128, 2))[0].square().mean() + policy.value(x).sum()
-        if isinstance(optimizer, FlatAdam):
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.clip_grad_norm(0.5)
-        else:
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 0.5)
-        optimizer.step()
-    if isinstance(optimizer, FlatAdam):
-        optimizer.release()
-    return [p.detach().clone() for p in params]
+def _batch(generator: torch.Generator, n: int = 128) -> Minibatch:
+    def draw(*shape: int) -> torch.Tensor:
+        return torch.randn(n, *shape, generator=generator)
+
+    return Minibatch(draw(10), draw(2), draw(), draw(), draw(), draw())
 
 
-def test_flat_adam_steps_as_adam_with_clipping_and_keeps_the_state_dict() -> None:
-    torch.manual_seed(0)
-    plain = _train_steps(_policy(), flat=False)
-    torch.manual_seed(0)
+def _steps(worker: ThreadPoolExecutor | None) -> tuple[dict[str, torch.Tensor], list[float]]:
     policy = _policy()
-    keys = list(policy.state_dict())
-    flat = _train_steps(policy, flat=True)
-    for a, b in zip(flat, plain, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    assert list(policy.state_dict()) == keys
-    assert all(p.grad is None for p in policy.parameters())
+    optimizer = make_optimizer(policy, 1e-2)
+    generator = torch.Generator().manual_seed(1)
+    losses: list[float] = []
+    for _ in range(4):
+        batch = _batch(generator)
+        losses += gradient_step(policy, optimizer, batch, PPOConfig(), 0.2, 0.01, worker)
+    return policy.state_dict(), losses
+
+
+def test_halves_side_by_side_step_as_one_after_the_other_and_keep_the_state_dict() -> None:
+    serial, serial_losses = _steps(None)
+    with ThreadPoolExecutor(1) as worker:
+        side_by_side, losses = _steps(worker)
+    assert list(side_by_side) == list(_policy().state_dict())
+    assert losses == serial_losses
+    assert all(torch.equal(side_by_side[k], serial[k]) for k in serial)
+    assert not torch.equal(serial["actor.0.weight"], _policy().state_dict()["actor.0.weight"])

@@ -11,6 +11,7 @@ import envs
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import inner_train, policy_for, train
 from meta.config import NetworkConfig, PPOConfig
+from meta.runtime.threads import torch_threads
 
 SMALL = PPOConfig(batch_size=256, buffer_size=1024, max_steps=4096, num_epoch=2)
 
@@ -36,7 +37,8 @@ def test_timeouts_bootstrap_from_the_final_state_and_successes_do_not() -> None:
             if terminal.interrupted[j]:
                 timeouts += 1
                 with torch.inference_mode():
-                    expected = policy.value(torch.from_numpy(terminal.obs[0][j : j + 1]))[0]
+                    final = policy.features(torch.from_numpy(terminal.obs[0][j : j + 1]))
+                    expected = policy.value_from(final)[0]
                 assert rollout.next_values[t, agent] == pytest.approx(float(expected), abs=1e-6)
             else:
                 successes += 1
@@ -67,6 +69,19 @@ def test_same_seed_gives_bitwise_identical_weights_and_trainings_are_isolated() 
     c = run(1)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_one_or_two_torch_threads_train_the_same_weights() -> None:
+    # With two threads the actor's and the critic's halves of each step run side by side.
+    def run(threads: int) -> dict[str, torch.Tensor]:
+        env = envs.make("FindTarget", num_areas=16, seed=2)
+        start = policy_for(env, NetworkConfig(hidden_units=32), seed=3).state_dict()
+        with torch_threads(threads):
+            return inner_train(env, start, NetworkConfig(hidden_units=32), SMALL, seed=0).weights
+
+    one, two = run(1), run(2)
+    assert list(one) == list(two)
+    assert all(torch.equal(one[k], two[k]) for k in one)
 
 
 def test_result_reports_what_a_trainer_needs() -> None:

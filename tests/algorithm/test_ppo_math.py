@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from meta.algorithm.ppo.train import clipped_policy_loss, clipped_value_loss, compute_gae
+from meta.algorithm.ppo.loss import clipped_policy_loss, clipped_value_loss
+from meta.algorithm.ppo.update import compute_gae
 from meta.algorithm.schedules import annealed, decayed, interpolated
 from meta.config import PPOConfig
 

@@ -1,19 +1,31 @@
-"""meta-bench: FLOP model by hand, the SB3 VecEnv contract, schedules, and `--quick` end to end."""
+"""meta-bench's parts: FLOP model and limits by hand and by torch's counter, report arithmetic,
+the SB3 VecEnv contract, schedules, and what each training reports against what it did."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import types
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
 
+import envs
+from envs.tasks.core import BatchedTask
+from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.schedules import LEARNING_RATE_FLOOR, decayed
-from meta.bench import cli as bench
+from meta.bench import limit as bench_limit
+from meta.bench import sb3 as bench_sb3
 from meta.bench.gym_vec import TaskVecEnv
-from meta.bench.limit import flop_model
-from meta.bench.sb3 import _Schedule
+from meta.bench.limit import flop_model, layers, limit_rate, limits
+from meta.bench.report import BEGIN, END, outer_breakdown, splice, summarise
+from meta.bench.sb3 import Outcome, Settings, _Schedule, train_ours, train_sb3
 from meta.config import NetworkConfig, PPOConfig
+
+# --- FLOP model and the GEMM limit -------------------------------------------------------------
 
 
 def test_flop_model_hand_values() -> None:
@@ -26,13 +38,113 @@ def test_flop_model_hand_values() -> None:
     assert model.total == 698_880
 
 
+def test_flop_model_is_what_torch_counts_in_the_policy_and_in_the_timed_gemms() -> None:
+    network, batch = NetworkConfig(hidden_units=16, num_layers=2), 32
+    model = flop_model(10, 2, network, PPOConfig())
+    policy = policy_for(envs.make("FindTarget"), network)
+    obs = torch.randn(batch, 10)
+    with FlopCounterMode(display=False) as collect, torch.no_grad():
+        policy.act(obs)
+    with FlopCounterMode(display=False) as update:  # one epoch: forward and backward
+        _, log_prob, value = policy.act(obs)
+        (log_prob.sum() + value.sum()).backward()
+    assert collect.get_total_flops() == batch * model.collect
+    assert update.get_total_flops() == batch * model.update // model.num_epoch
+    # gemm_seconds times exactly those products: 6 calls each (a warm-up round and 5 rounds).
+    nets = layers(10, 2, network)
+    for backward, per_call in ((False, collect), (True, update)):
+        with FlopCounterMode(display=False) as timed:
+            bench_limit.gemm_seconds(nets, batch, backward=backward, repeats=1)
+        assert timed.get_total_flops() == 6 * per_call.get_total_flops()
+
+
+def test_limits_and_shares_of_the_limit_hand_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    # obs 3, 1 hidden layer of 4, 2 actions: actor (3,4),(4,2), critic (3,4),(4,1).
+    network, ppo = NetworkConfig(hidden_units=4, num_layers=1), PPOConfig(batch_size=8)
+    forward, first = 2 * (12 + 8) + 2 * (12 + 4), 2 * 12 + 2 * 12  # 72, 48
+    update = 3 * (3 * forward - first)  # 504 = 3 epochs x 168
+    calls: list[tuple[int, bool]] = []
+
+    def gemm_seconds(nets: Any, batch: int, backward: bool, repeats: int) -> float:
+        assert nets == [[(3, 4), (4, 2)], [(3, 4), (4, 1)]]
+        calls.append((batch, backward))
+        speedup = 0.75 if torch.get_num_threads() == 2 else 1.0  # 2 threads: 4/3 as fast
+        return (0.004 if backward else 0.001) * speedup
+
+    monkeypatch.setattr(bench_limit, "gemm_seconds", gemm_seconds)
+    limit = limits(3, 2, network, ppo, num_areas=2, threads=(1, 2))
+    assert calls == [(2, False), (8, True)] * 2  # collection at num_areas, update at batch_size
+    assert limit["flop"]["collect"] == forward and limit["flop"]["update"] == update
+    one, two = limit["threads"]["1"], limit["threads"]["2"]
+    assert one["gflops_collect_batch"] == pytest.approx(72 * 2 / 0.001 / 1e9)
+    assert one["gflops_update_batch"] == pytest.approx(168 * 8 / 0.004 / 1e9)
+    assert one["collect_s_per_step"] == pytest.approx(0.001 / 2)
+    assert one["update_s_per_step"] == pytest.approx(0.004 * 3 / 8)
+    assert two["update_s_per_step"] == pytest.approx(0.003 * 3 / 8)
+    assert limit_rate(limit, 1, 1) == pytest.approx(1 / (0.0005 + 0.0015))  # 500 steps/s
+    # 2 update threads: two 1-thread halves (0.0015 / 2) beat torch's 2 threads (0.001125).
+    assert limit_rate(limit, 1, 2) == pytest.approx(1 / (0.0005 + 0.00075))  # 800
+    report: dict[str, Any] = {
+        "settings": {"num_areas": 2, "serial_batch": 256},  # serial: collection on 1 thread
+        "limit": limit,
+        "training": [
+            {"threads": 1, "ours": {"rate": 100.0}, "sb3": {"rate": 80.0}},
+            {"threads": 2, "ours": {"rate": 200.0}, "sb3": {"rate": 50.0}},
+        ],
+    }
+    summarise(report)
+    achieved = report["limit"]["achieved"]
+    assert achieved["1"]["fraction"] == pytest.approx(100 / 500)
+    assert achieved["2"]["fraction"] == pytest.approx(200 / 800)
+    assert achieved["2"]["gflops"] == pytest.approx(200 * (72 + 504) / 1e9)
+    best = report["best"]
+    assert (best["ours"]["threads"], best["sb3"]["threads"], best["ratio"]) == (2, 1, 2.5)
+
+
+def test_outer_breakdown_hand_values() -> None:
+    timers = {
+        "children": {
+            "meta_step": {
+                "count": 4,
+                "total": 10.0,
+                "children": {
+                    "inner_training": {"total": 8.0},
+                    "commit": {"total": 1.2, "children": {"checkpoint": {"total": 0.8}}},
+                    "interpolate": {"total": 0.4},
+                },
+            }
+        }
+    }
+    outer = outer_breakdown(timers)
+    assert outer["meta_steps"] == 4
+    assert outer["overhead_s"] == pytest.approx(0.5) and outer["inner_training_s"] == 2.0
+    assert outer["parts_s"] == {
+        "commit": pytest.approx(0.3),
+        "commit: checkpoint": pytest.approx(0.2),
+        "interpolate": pytest.approx(0.1),
+        "other (env creation, rows)": pytest.approx(0.1),
+    }
+
+
+def test_readme_section_is_spliced_between_the_markers() -> None:
+    text = f"# Title\n\n{BEGIN}\nold table\n{END}\n\nmore\n"
+    assert splice(text, "## Performance\n\nnew") == (
+        f"# Title\n\n{BEGIN}\n## Performance\n\nnew\n{END}\n\nmore\n"
+    )
+    with pytest.raises(ValueError, match="meta-bench:begin"):
+        splice("# no markers\n", "x")
+
+
+# --- the SB3 side ------------------------------------------------------------------------------
+
+
 def test_vec_env_bootstraps_timeouts_through_infos() -> None:
     venv = TaskVecEnv("FindTarget", num_areas=4, seed=0, max_step=3)
-    obs = venv.reset()
-    assert obs.shape == (4, 10) and venv.num_envs == 4
+    assert venv.reset().shape == (4, 10) and venv.num_envs == 4
     for _ in range(3):
         venv.step_async(np.zeros((4, 2), np.float32))
         obs, rewards, dones, infos = venv.step_wait()
+    assert isinstance(obs, np.ndarray)  # SB3's VecEnv allows dict and tuple observations too
     assert dones.all()
     for i in range(4):
         assert infos[i]["TimeLimit.truncated"] is True
@@ -63,37 +175,41 @@ def test_sb3_schedule_gives_the_value_ours_uses_at_every_update() -> None:
         assert schedule(progress_remaining) == pytest.approx(expected, rel=1e-12)
 
 
-def test_quick_bench_writes_json_markdown_and_tables(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+# --- what a training reports against what it did ----------------------------------------------
+
+TICK = 2.0**-10  # fake seconds per task step: exact in binary, so sums of ticks are exact
+
+
+@pytest.mark.parametrize("training", [train_ours, train_sb3], ids=["ours", "sb3"])
+def test_a_training_reports_the_steps_it_took_and_times_only_them(
+    training: Callable[[Settings], Outcome], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out, md = tmp_path / "bench.json", tmp_path / "performance.md"
-    bench.main(["--quick", "--out", str(out), "--markdown", str(md)])
-    report = json.loads(out.read_text())
-    assert report["settings"]["budget"] == 100_000 and report["settings"]["n_steps"] == 160
-    for row in report["training"]:
-        for side in ("ours", "sb3"):
-            assert row[side]["agent_steps"] >= 100_000 and row[side]["rate"] > 0
-            assert 0.0 <= row[side]["success"] <= 1.0
-        assert row["ratio"] == pytest.approx(row["ours"]["rate"] / row["sb3"]["rate"])
-    assert report["best"]["ratio"] > 0
-    assert report["limit"]["flop"]["total"] == 698_880
-    assert set(report["limit"]["achieved"]) == {"1"}  # --quick compares at one thread
-    assert {e["areas"] for e in report["env"]} == {1, 64, 1024}
-    assert report["unity"]["available"] in (True, False)
-    assert report["outer"]["overhead_s"] > 0
-    text = md.read_text()
-    assert text.startswith("## Performance") and "meta-bench --quick" in text
-    assert "| threads | ours steps/s | SB3 steps/s |" in text
-    printed = capsys.readouterr().out
-    assert "Inner PPO vs Stable-Baselines3" in printed and "meta-bench: wrote" in printed
-
-
-def test_readme_section_is_spliced_between_the_markers() -> None:
-    from meta.bench.report import BEGIN, END, splice
-
-    text = f"# Title\n\n{BEGIN}\nold table\n{END}\n\nmore\n"
-    assert splice(text, "## Performance\n\nnew") == (
-        f"# Title\n\n{BEGIN}\n## Performance\n\nnew\n{END}\n\nmore\n"
+    # Every task step (both sides step the same batched core) advances a fake clock by TICK,
+    # so the timed seconds say which steps fell inside the timed window.
+    settings = Settings(
+        num_areas=16,
+        budget=2_500,
+        eval_episodes=32,
+        ppo=replace(PPOConfig(), buffer_size=1_024, batch_size=256),
+        network=NetworkConfig(hidden_units=16),
     )
-    with pytest.raises(ValueError, match="meta-bench:begin"):
-        splice("# no markers\n", "x")
+    clock = types.SimpleNamespace(now=0.0)
+    steps: dict[int, int] = {}  # areas of the env -> task steps taken
+    original = BatchedTask.step
+
+    def step(core: BatchedTask[Any], action: np.ndarray) -> Any:
+        clock.now += TICK
+        steps[core.num_areas] = steps.get(core.num_areas, 0) + 1
+        return original(core, action)
+
+    monkeypatch.setattr(BatchedTask, "step", step)
+    now = lambda: clock.now  # noqa: E731
+    monkeypatch.setattr(
+        bench_sb3, "time", types.SimpleNamespace(perf_counter=now, process_time=now)
+    )
+    outcome = training(settings)
+    trained = steps[settings.num_areas] * settings.num_areas
+    assert outcome.agent_steps == trained == 3 * 1_024  # whole buffers, the first >= budget
+    assert outcome.seconds == outcome.cpu_seconds == steps[settings.num_areas] * TICK
+    assert outcome.rate == settings.num_areas / TICK  # steps over time, evaluation excluded
+    assert steps[settings.eval_episodes] > 0  # the evaluation ran, after the clock stopped

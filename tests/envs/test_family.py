@@ -29,6 +29,7 @@ def test_registry_and_unknown_task() -> None:
     assert "Nope" in _one_line_error(envs.make, "Nope")
 
 
+@pytest.mark.integration
 def test_import_envs_does_not_load_mlagents_or_torch() -> None:
     code = (
         "import sys, envs; print(sorted(m for m in sys.modules "

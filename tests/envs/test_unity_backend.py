@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,28 +34,11 @@ from envs.tasks.concat import ConcatEnv
 from envs.unity import side_channels
 
 FAMILIES = ("FindTarget", "CarryObject")
+FreePorts = Callable[..., int]
 # mlagents_envs 0.28 compares versions with distutils' StrictVersion.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mlagents_envs.*")
-
-
-def free_ports(count: int = 1) -> int:
-    """The first of ``count`` consecutive free TCP ports."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("localhost", 0))
-            first = probe.getsockname()[1]
-        if first + count < 65536 and all(_free(first + i) for i in range(count)):
-            return first
-    raise RuntimeError("no free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("localhost", port))
-        except OSError:
-            return False
-    return True
+SPAWNS_BUILDS = pytest.mark.integration  # launches builds (and worker processes)
+BUILD_TIMEOUT = pytest.mark.timeout(60)  # a few seconds when well; a mute build would hang
 
 
 def gone(pid: int, within: float = 10.0) -> bool:
@@ -72,13 +56,13 @@ def gone(pid: int, within: float = 10.0) -> bool:
 
 
 def launch(
-    family: str, tmp_path: Path, channels: list | None = None, **kwargs: object
+    family: str, tmp_path: Path, port: int, channels: list | None = None, **kwargs: object
 ) -> UnityEnvironment:
-    """A build of ``family`` launched by UnityEnvironment, as mlagents-learn launches one."""
+    """A build of ``family`` launched by UnityEnvironment on ``port``, as mlagents-learn does."""
     options = {"num_areas": 6, "seed": 11, "timeout_wait": 20, **kwargs}
     return UnityEnvironment(
         file_name=str(resolve_build(family)),
-        base_port=free_ports(),
+        base_port=port,
         no_graphics=True,
         log_folder=str(tmp_path),
         side_channels=channels or [StatsSideChannel()],
@@ -109,11 +93,15 @@ def drive(a: BaseEnv, b: BaseEnv, steps: int, seed: int = 0) -> None:
     assert_same_steps(a, b)
 
 
+@SPAWNS_BUILDS
+@BUILD_TIMEOUT
 @pytest.mark.parametrize("family", FAMILIES)
-def test_build_matches_the_native_task_bit_for_bit(family: str, tmp_path: Path) -> None:
+def test_build_matches_the_native_task_bit_for_bit(
+    family: str, tmp_path: Path, free_ports: FreePorts
+) -> None:
     params, stats = EnvironmentParametersChannel(), StatsSideChannel()
     params.set_float_parameter("max_step", 25.0)
-    env = launch(family, tmp_path, [params, stats])
+    env = launch(family, tmp_path, free_ports(), [params, stats])
     native = envs.make(family, num_areas=6, seed=11, max_step=25)
     try:
         env.reset()
@@ -134,10 +122,14 @@ def test_build_matches_the_native_task_bit_for_bit(family: str, tmp_path: Path) 
     assert "environment parameter max_step=25.0" in log and "quitting after" in log
 
 
-def test_parameters_change_the_episodes_and_samplers_draw_per_episode(tmp_path: Path) -> None:
+@SPAWNS_BUILDS
+@BUILD_TIMEOUT
+def test_parameters_change_the_episodes_and_samplers_draw_per_episode(
+    tmp_path: Path, free_ports: FreePorts
+) -> None:
     params = EnvironmentParametersChannel()
     params.set_uniform_sampler_parameters("agent_speed", 0.1, 0.3, seed=7)
-    env = launch("FindTarget", tmp_path, [params, StatsSideChannel()], num_areas=4)
+    env = launch("FindTarget", tmp_path, free_ports(), [params, StatsSideChannel()], num_areas=4)
     bounds = [float(np.float32(0.1)), float(np.float32(0.3))]  # as the message carries them
     draw = side_channels.Sampler(0, bounds, seed=7)  # the build's sampler, replayed here
     native = envs.make("FindTarget", num_areas=4, seed=11, agent_speed=draw())
@@ -160,11 +152,16 @@ def test_parameters_change_the_episodes_and_samplers_draw_per_episode(tmp_path: 
         env.close()
 
 
-def test_build_honours_areas_and_accepts_any_player_argument(tmp_path: Path) -> None:
+@SPAWNS_BUILDS
+@BUILD_TIMEOUT
+def test_build_honours_areas_and_accepts_any_player_argument(
+    tmp_path: Path, free_ports: FreePorts
+) -> None:
     log = tmp_path / "custom" / "player.log"
     env = launch(
         "CarryObject",
         tmp_path,
+        free_ports(),
         num_areas=7,
         additional_args=["-logFile", str(log), "-screen-fullscreen", "0", "--some-flag"],
     )
@@ -175,7 +172,9 @@ def test_build_honours_areas_and_accepts_any_player_argument(tmp_path: Path) -> 
         env.close()
     text = log.read_text()
     assert "7 areas" in text and "'-screen-fullscreen', '0', '--some-flag'" in text
-    env = launch("CarryObject", tmp_path, additional_args=["--mlagents-num-areas", "3"])
+    env = launch(
+        "CarryObject", tmp_path, free_ports(), additional_args=["--mlagents-num-areas", "3"]
+    )
     try:
         env.reset()
         assert len(env.get_steps("Brain")[0]) == 3
@@ -202,8 +201,12 @@ if __name__ == "__main__":
 """
 
 
+@SPAWNS_BUILDS
+@BUILD_TIMEOUT
 @pytest.mark.parametrize("kind", ["raw", "backend"])
-def test_no_orphan_when_the_python_side_dies(kind: str, tmp_path: Path) -> None:
+def test_no_orphan_when_the_python_side_dies(
+    kind: str, tmp_path: Path, free_ports: FreePorts
+) -> None:
     root = Path(envs.__file__).resolve().parent.parent
     trainer = subprocess.Popen(
         [sys.executable, "-c", ORPHAN_SCRIPT, kind, str(free_ports(2)), str(tmp_path)],
@@ -220,8 +223,10 @@ def test_no_orphan_when_the_python_side_dies(kind: str, tmp_path: Path) -> None:
     assert all(gone(pid) for pid in pids)
 
 
-def test_no_orphan_after_close_and_logs_written(tmp_path: Path) -> None:
-    env = launch("FindTarget", tmp_path)
+@SPAWNS_BUILDS
+@BUILD_TIMEOUT
+def test_no_orphan_after_close_and_logs_written(tmp_path: Path, free_ports: FreePorts) -> None:
+    env = launch("FindTarget", tmp_path, free_ports())
     env.reset()
     pid = env._process.pid  # type: ignore[union-attr]
     env.close()
@@ -229,7 +234,9 @@ def test_no_orphan_after_close_and_logs_written(tmp_path: Path) -> None:
     assert "trainer closed" in (tmp_path / "Player-0.log").read_text()
 
 
-def test_backend_matches_native_across_meta_steps(tmp_path: Path) -> None:
+@SPAWNS_BUILDS
+@BUILD_TIMEOUT
+def test_backend_matches_native_across_meta_steps(tmp_path: Path, free_ports: FreePorts) -> None:
     with UnityEnv(
         "CarryObject",
         num_envs=2,
@@ -255,7 +262,9 @@ def test_backend_matches_native_across_meta_steps(tmp_path: Path) -> None:
             env.set_parameters(agent_speed=-1.0)
 
 
-def test_a_killed_build_is_detected_and_restarted(tmp_path: Path) -> None:
+@SPAWNS_BUILDS
+@BUILD_TIMEOUT
+def test_a_killed_build_is_detected_and_restarted(tmp_path: Path, free_ports: FreePorts) -> None:
     env = UnityEnv(
         "FindTarget",
         num_areas=2,
@@ -302,7 +311,11 @@ def fake_build(tmp_path: Path, body: str) -> Path:
     return tmp_path / "Fake"
 
 
-def test_a_build_that_never_connects_times_out_naming_its_log(tmp_path: Path) -> None:
+@SPAWNS_BUILDS
+@BUILD_TIMEOUT
+def test_a_build_that_never_connects_times_out_naming_its_log(
+    tmp_path: Path, free_ports: FreePorts
+) -> None:
     start = time.monotonic()
     with pytest.raises(
         BuildTimeout,
@@ -327,7 +340,7 @@ def test_a_build_that_never_connects_times_out_naming_its_log(tmp_path: Path) ->
         )
 
 
-def test_a_taken_port_is_named_with_the_fix(tmp_path: Path) -> None:
+def test_a_taken_port_is_named_with_the_fix(tmp_path: Path, free_ports: FreePorts) -> None:
     port = free_ports()
     with socket.socket() as taken:
         taken.bind(("localhost", port))

@@ -1,9 +1,8 @@
-"""meta-eval: statistics against hand values, outputs of a tiny run, one-line input errors."""
+"""meta-eval: outputs of a tiny run, episodes counted by hand, one-line input errors."""
 
 from __future__ import annotations
 
 import csv
-import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,13 +19,7 @@ from meta.algorithm.ppo.train import policy_for
 from meta.config import Config, NetworkConfig
 from meta.evaluation.adapt import policy_actor, run_episodes
 from meta.evaluation.evaluate import evaluate, plan
-from meta.evaluation.statistics import (
-    Measurement,
-    bootstrap_ci,
-    iqm,
-    steps_to_threshold,
-    summarise,
-)
+from meta.evaluation.statistics import iqm
 from meta.run.directory import RunError
 from meta.trainer import train
 
@@ -72,88 +65,6 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-# --- statistics --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("values", "expected"),
-    [
-        ([1, 2, 3, 4, 5, 6, 7, 8], 4.5),  # cut 2 each end: (3+4+5+6)/4
-        ([10, 1, 2, 3, 100, 4, 5, -50], 3.5),  # outliers cut: (2+3+4+5)/4
-        ([1, 2, 3, 4, 100], 3.0),  # cut floor(5/4) = 1 each end
-        ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 4.5),  # cut 2: (2+...+7)/6
-        ([7.0], 7.0),
-    ],
-)
-def test_iqm_hand_values(values: list[float], expected: float) -> None:
-    assert float(iqm(values)) == pytest.approx(expected)
-
-
-def test_iqm_along_an_axis() -> None:
-    rows = np.array([[1, 2, 3, 4, 5, 6, 7, 8], [8, 7, 6, 5, 4, 3, 2, 1000]])
-    assert iqm(rows, axis=1).tolist() == pytest.approx([4.5, 5.5])
-
-
-def test_bootstrap_ci_contains_the_iqm_shrinks_with_data_and_is_seeded() -> None:
-    data = np.random.default_rng(0).normal(size=(4, 400))
-    small, large = data[:, :5], data
-    low_s, high_s = bootstrap_ci(small, np.random.default_rng(1), 1000)
-    low_l, high_l = bootstrap_ci(large, np.random.default_rng(1), 1000)
-    assert low_s <= iqm(small.ravel()) <= high_s
-    assert low_l <= iqm(large.ravel()) <= high_l
-    assert high_l - low_l < (high_s - low_s) / 3
-    assert bootstrap_ci(small, np.random.default_rng(1), 1000) == (low_s, high_s)
-
-
-def test_bootstrap_is_stratified_by_task() -> None:
-    # Each task gives the same value for every seed: resampling seeds within tasks cannot move
-    # the IQM (a plain bootstrap over all 12 values would).
-    per_task = np.repeat(np.array([[0.0], [1.0], [2.0], [3.0]]), 3, axis=1)
-    low, high = bootstrap_ci(per_task, np.random.default_rng(0), 500)
-    assert low == high == pytest.approx(1.5)
-
-
-def test_steps_to_threshold() -> None:
-    steps, success = [0, 100, 200, 500], [0.0, 0.3, 0.85, 0.9]
-    assert steps_to_threshold(steps, success, 0.8) == 200
-    assert steps_to_threshold(steps, success, 0.0) == 0
-    assert math.isnan(steps_to_threshold(steps, success, 0.95))
-
-
-def _measurements(method: str, curve: list[float], split: str = "test") -> list[Measurement]:
-    return [
-        Measurement(method, "FindTarget", split, task, seed, b, 100 * b, -1.0, v, 4, "{}")
-        for b, v in zip([0, 1, 2, 5], curve, strict=True)
-        for task in range(2)
-        for seed in range(3)
-    ]
-
-
-def test_summary_cells_and_steps_to_80_percent_of_the_best_final_success() -> None:
-    rows = (
-        _measurements("reptile", [0.1, 0.7, 0.9, 1.0])
-        + _measurements("scratch", [0.0, 0.1, 0.3, 0.5])
-        + _measurements("joint", [0.2, 0.8, 0.8, 0.8])
-        + _measurements("reptile", [0.0, 0.0, 0.0, 0.0], "train")
-    )
-    cells = summarise(rows, samples=100)
-    assert [(c.method, c.split) for c in cells if c.budget == 0] == [
-        ("reptile", "test"),
-        ("scratch", "test"),
-        ("joint", "test"),
-        ("reptile", "train"),
-    ]
-    reached = {(c.method, c.split): c.steps_to_threshold for c in cells}
-    # best final success 1.0 -> threshold 0.8, met by reptile at budget 2, joint at 1
-    assert reached["reptile", "test"] == 200
-    assert reached["joint", "test"] == 100
-    assert math.isnan(reached["scratch", "test"])
-    assert math.isnan(reached["reptile", "train"])  # nobody succeeds: nothing is reached
-    cell = next(c for c in cells if (c.method, c.budget) == ("scratch", 5))
-    assert (cell.n, cell.env_steps, cell.success_iqm) == (6, 500, pytest.approx(0.5))
-    assert cell.success_low == cell.success_high == pytest.approx(0.5)
-
-
 # --- meta-eval on a tiny run -------------------------------------------------------------------
 
 
@@ -179,6 +90,15 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     assert all(0.0 <= float(r["success"]) <= 1.0 for r in rows)
     summary = read_csv(out / "summary.csv")
     assert list(summary[0]) == SUMMARY_COLUMNS and len(summary) == len(cells) == 36
+    cell_keys = ("method", "family", "split", "budget")
+    for cell in summary:  # each summary row is the IQM of its adaptation rows
+        mine = [r for r in rows if all(r[k] == cell[k] for k in cell_keys)]
+        assert (int(cell["n"]), cell["env_steps"]) == (len(mine), mine[0]["env_steps"])
+        for metric, column in (("mean_reward", "reward_iqm"), ("success", "success_iqm")):
+            expected = iqm([float(r[metric]) for r in mine])
+            assert float(cell[column]) == pytest.approx(expected, abs=1e-9)
+            low, high = (float(cell[column.replace("iqm", end)]) for end in ("low", "high"))
+            assert low <= high
     assert (out / "adaptation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     joint = out / "joint" / "Brain.pt"
     assert joint.is_file()
@@ -209,14 +129,44 @@ def test_same_start_same_measurements_paired_across_methods(tiny_config: Factory
     assert not (Path(cfg.results_dir) / "self" / "eval" / "joint").exists()
 
 
-@pytest.mark.parametrize("deterministic", [True, False])
-def test_run_episodes_counts_whole_first_episodes_per_area(deterministic: bool) -> None:
+def stand_still(obs: np.ndarray) -> np.ndarray:
+    return np.zeros((len(obs), 2), np.float32)
+
+
+def head_for_the_target(obs: np.ndarray) -> np.ndarray:
+    towards = obs[:, 4:6]  # target minus agent (FindTarget's observation)
+    return towards / np.linalg.norm(towards, axis=1, keepdims=True)
+
+
+def test_run_episodes_counts_whole_first_episodes_per_area_with_hand_values() -> None:
+    # Standing still, the shaping term is zero (the distance never changes): -1/max_step per
+    # step for max_step steps, and every episode times out.
     env = envs.make("FindTarget", num_areas=3, seed=0, max_step=5)
-    policy = policy_for(env, NetworkConfig(hidden_units=8))
-    generator = torch.Generator().manual_seed(0)
-    reward, success, episodes = run_episodes(env, policy_actor(policy, deterministic, generator), 5)
+    reward, success, episodes = run_episodes(env, stand_still, 5)
     assert episodes == 6  # ceil(5 / 3) = 2 episodes from each of the 3 areas
-    assert 0.0 <= success <= 1.0 and -1.5 < reward < 1.5
+    assert (reward, success) == (pytest.approx(-1.0, abs=1e-6), 0.0)
+    # Heading straight for the target wins within max_step = 100 (the farthest spawn is 60
+    # steps away): +1, minus at most 0.6 in step costs, plus the shaping the approach earns.
+    env = envs.make("FindTarget", num_areas=3, seed=0)
+    reward, success, episodes = run_episodes(env, head_for_the_target, 7)
+    assert (success, episodes) == (1.0, 9)
+    assert reward > 0.4
+
+
+def test_policy_actor_acts_with_the_mean_or_samples_from_its_generator() -> None:
+    env = envs.make("FindTarget", num_areas=64, seed=0)
+    env.reset()
+    obs = env.get_steps("Brain")[0].obs[0]
+    policy = policy_for(env, NetworkConfig(hidden_units=8))
+    with torch.no_grad():
+        mean = policy.act(torch.from_numpy(obs), deterministic=True)[0].numpy()
+    greedy = policy_actor(policy, True, torch.Generator().manual_seed(0))
+    assert np.array_equal(greedy(obs), mean) and np.array_equal(greedy(obs), greedy(obs))
+    sampled = policy_actor(policy, False, torch.Generator().manual_seed(0))(obs)
+    replayed = policy_actor(policy, False, torch.Generator().manual_seed(0))(obs)
+    assert np.array_equal(sampled, replayed)
+    noise = sampled - mean  # log std starts at 0: standard normal noise
+    assert abs(noise.mean()) < 0.3 and 0.8 < noise.std() < 1.2
 
 
 # --- bad input ---------------------------------------------------------------------------------
@@ -281,6 +231,7 @@ def meta_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("run_id", "extra", "message"),
     [

@@ -1,4 +1,4 @@
-"""Timer tree: ML-Agents timers.json format, nesting, gauges, merging, low overhead."""
+"""A run's timers: nesting and counts as the inner PPO uses them, timers.json read back."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mlagents_envs.timers import get_timer_tree
 
-from meta.observe.timers import TimerTree
+from meta.algorithm.ppo.rollout import Timers
+from meta.observe.timers import RunTimers
 
 
 def _check_totals(node: dict[str, Any]) -> None:
@@ -20,23 +22,30 @@ def _check_totals(node: dict[str, Any]) -> None:
         _check_totals(child)
 
 
-def test_nested_scopes_build_mlagents_tree(tmp_path: Path) -> None:
-    timers = TimerTree()
-    for _ in range(3):
-        with timers.scope("inner_training"):
-            for _ in range(4):
-                with timers.scope("env_step"):
-                    time.sleep(0.001)
-            with timers.scope("ppo_update"):
+def _inner_training(timers: Timers, steps: int) -> None:
+    """The scopes a Collector and inner_train open, in their order."""
+    with timers.scope("inner_training"):
+        for _ in range(steps):
+            with timers.scope("policy_forward"):
                 pass
-    with timers.scope("env_step"):
-        pass
-    timers.gauge("Brain.mean_reward", 1.0)
-    timers.gauge("Brain.mean_reward", -2.0)
-    timers.gauge("Brain.mean_reward", float("nan"))
-    timers.write(tmp_path / "run_logs" / "timers.json")
+            with timers.scope("env_step"):
+                time.sleep(0.001)
+        with timers.scope("update"):
+            pass
 
-    tree = json.loads((tmp_path / "run_logs" / "timers.json").read_text())
+
+def test_nested_scopes_are_written_as_ml_agents_timers_json(tmp_path: Path) -> None:
+    timers = RunTimers()
+    for _ in range(3):
+        with timers.scope("meta_step"):
+            _inner_training(timers, 4)
+            with timers.scope("commit"), timers.scope("checkpoint"):
+                pass
+    path = tmp_path / "run_logs" / "timers.json"
+    timers.write(path)
+
+    tree = json.loads(path.read_text())
+    assert [p.name for p in path.parent.iterdir()] == ["timers.json"]
     assert tree["name"] == "root" and tree["count"] == 1
     meta = tree["metadata"]
     assert meta["timer_format_version"] == "0.1.0"
@@ -46,63 +55,58 @@ def test_nested_scopes_build_mlagents_tree(tmp_path: Path) -> None:
         "python_version",
         "command_line_arguments",
         "mlagents_envs_version",
+        "pytorch_version",
+        "numpy_version",
     ):
         assert isinstance(meta[key], str)
-    assert tree["gauges"] == {
-        "Brain.mean_reward": {"value": -2.0, "min": -2.0, "max": 1.0, "count": 2}
-    }
-    inner = tree["children"]["inner_training"]
+    step = tree["children"]["meta_step"]
+    assert step["count"] == 3 and set(step["children"]) == {"inner_training", "commit"}
+    inner = step["children"]["inner_training"]
     assert inner["count"] == 3
+    assert set(inner["children"]) == {"policy_forward", "env_step", "update"}
     assert inner["children"]["env_step"]["count"] == 12
     assert inner["children"]["env_step"]["total"] >= 0.012
-    assert "children" not in inner["children"]["ppo_update"]
-    assert tree["children"]["env_step"]["count"] == 1
+    assert "children" not in inner["children"]["update"]
+    assert step["children"]["commit"]["children"]["checkpoint"]["count"] == 3
     _check_totals(tree)
 
 
-def test_exception_inside_scope_is_timed_and_unwinds() -> None:
-    timers = TimerTree()
+def test_an_exception_inside_a_scope_is_timed_and_unwinds() -> None:
+    timers = RunTimers()
     with pytest.raises(KeyError), timers.scope("outer"), timers.scope("failing"):
         raise KeyError("boom")
     with timers.scope("after"):
         pass
-    children = timers.to_dict()["children"]
+    children = timers.tree()["children"]
     assert set(children) == {"outer", "after"}
     assert children["outer"]["children"]["failing"]["count"] == 1
 
 
-def test_trees_are_independent_instances() -> None:
-    a, b = TimerTree(), TimerTree()
-    with a.scope("only_in_a"):
+def test_two_runs_in_one_process_keep_their_own_trees() -> None:
+    a, b = RunTimers(), RunTimers()
+    with a.scope("meta_step"):
+        _inner_training(b, 2)  # b's scopes open inside a's: they must not nest there
+    assert set(a.tree()["children"]) == {"meta_step"}
+    assert "children" not in a.tree()["children"]["meta_step"]
+    assert set(b.tree()["children"]) == {"inner_training"}
+    assert "meta_step" not in get_timer_tree().get("children", {}), "used the global stack"
+
+
+def test_a_failed_write_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    timers = RunTimers()
+    path = tmp_path / "timers.json"
+    timers.write(path)
+    before = path.read_text()
+    with timers.scope("meta_step"):
         pass
-    assert "children" not in b.to_dict()
 
+    def crash(*args: object) -> None:
+        raise OSError("disk full")
 
-def test_merge_worker_tree_marks_parallel() -> None:
-    worker = TimerTree()
-    for _ in range(2):
-        with worker.scope("env_step"):
-            pass
-    worker.gauge("fps", 10.0)
-    timers = TimerTree()
-    timers.gauge("fps", 30.0)
-    with timers.scope("meta_batch"):
-        timers.merge(worker.to_dict(), name="task_0")
-        timers.merge(worker.to_dict(), name="task_1")
-    tree = timers.to_dict()
-    task = tree["children"]["meta_batch"]["children"]["task_0"]
-    assert task["is_parallel"] and task["count"] == 1
-    assert task["children"]["env_step"]["count"] == 2
-    assert tree["gauges"]["fps"] == {"value": 10.0, "min": 10.0, "max": 30.0, "count": 3}
-
-
-def test_scope_overhead_is_small() -> None:
-    timers = TimerTree()
-    n = 20_000
-    start = time.perf_counter()
-    with timers.scope("outer"):
-        for _ in range(n):
-            with timers.scope("env_step"):
-                pass
-    per_scope = (time.perf_counter() - start) / n
-    assert per_scope < 5e-6, f"{per_scope * 1e9:.0f} ns per scope"
+    monkeypatch.setattr("meta.run.atomic.os.replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        timers.write(path)
+    assert path.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["timers.json"]

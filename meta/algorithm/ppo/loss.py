@@ -14,9 +14,11 @@ from typing import NamedTuple
 
 import torch
 
-from meta.algorithm.ppo.flat_adam import FlatAdam
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob
 from meta.config import PPOConfig
+
+ADAM_EPS = 1e-7
+"""Adam's epsilon in ML-Agents' PPO (torch's default is 1e-8)."""
 
 
 class Minibatch(NamedTuple):
@@ -28,6 +30,15 @@ class Minibatch(NamedTuple):
     old_values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+
+
+def make_optimizer(policy: Policy, learning_rate: float) -> torch.optim.Adam:
+    """A fresh Adam over the policy's parameters, in module order (its state_dict follows them).
+
+    fused: one kernel steps every parameter, in about a third of the time the for-each
+    implementation takes at this network's size (dozens of small kernels and their Python).
+    """
+    return torch.optim.Adam(policy.parameters(), lr=learning_rate, eps=ADAM_EPS, fused=True)
 
 
 def clipped_policy_loss(
@@ -71,7 +82,7 @@ def _critic_half(
 
 def gradient_step(
     policy: Policy,
-    optimizer: torch.optim.Optimizer | FlatAdam,
+    optimizer: torch.optim.Optimizer,
     batch: Minibatch,
     cfg: PPOConfig,
     epsilon: float,
@@ -79,10 +90,7 @@ def gradient_step(
     worker: ThreadPoolExecutor | None = None,
 ) -> tuple[float, float, float]:
     """Zero, backward both halves, clip the global gradient norm, step; returns the losses."""
-    if isinstance(optimizer, FlatAdam):
-        optimizer.zero_grad()
-    else:
-        optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad()
     if worker is None:
         policy_loss, entropy = _actor_half(policy, batch, epsilon, beta)
         value_loss = _critic_half(policy, batch, epsilon, cfg.value_coef)
@@ -90,9 +98,6 @@ def gradient_step(
         actor = worker.submit(_actor_half, policy, batch, epsilon, beta)
         value_loss = _critic_half(policy, batch, epsilon, cfg.value_coef)
         policy_loss, entropy = actor.result()
-    if isinstance(optimizer, FlatAdam):
-        optimizer.clip_grad_norm(cfg.max_grad_norm)
-    else:
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
     optimizer.step()
     return policy_loss.item(), value_loss.item(), entropy.item()

@@ -92,17 +92,9 @@ class Policy(nn.Module):
         """Value (batch,) of features `x`."""
         return _run(self.critic, x)[:, 0]
 
-    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Action mean and value of features `x`."""
-        return self.mean_from(x), self.value_from(x)
-
     def entropy(self) -> torch.Tensor:
         """Entropy of the Gaussian head, a scalar (the log std is state-independent)."""
         return (0.5 * (1.0 + LOG_2PI) + self.log_std).sum()
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """V(s), shape (batch,)."""
-        return self.value_from(self.features(obs))
 
     def act(
         self,
@@ -111,7 +103,8 @@ class Policy(nn.Module):
         deterministic: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sample actions; returns (action, log-prob, value) in one pass."""
-        mean, value = self.heads(self.features(obs))
+        x = self.features(obs)
+        mean, value = self.mean_from(x), self.value_from(x)
         if deterministic:
             action = mean
         else:
@@ -120,20 +113,6 @@ class Policy(nn.Module):
             )
             action = mean + self.log_std.exp() * noise
         return action, gaussian_log_prob(action, mean, self.log_std), value
-
-    def evaluate(
-        self, obs: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-prob of `action`, entropy (per sample) and value, for the PPO update."""
-        log_prob, entropy, value = self.evaluate_features(self.features(obs), action)
-        return log_prob, entropy.expand(obs.shape[0]), value
-
-    def evaluate_features(
-        self, x: torch.Tensor, action: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """As `evaluate`, from features, with the entropy (state-independent) as a scalar."""
-        mean, value = self.heads(x)
-        return gaussian_log_prob(action, mean, self.log_std), self.entropy(), value
 
     def frozen(self) -> FrozenPolicy:
         """The current weights packed for acting; stale once the weights change."""

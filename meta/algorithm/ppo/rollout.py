@@ -11,7 +11,7 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.policy import FrozenPolicy, Policy
 from meta.runtime.threads import torch_threads
 
 
@@ -161,6 +161,25 @@ class Collector:
             self.trajectory_length[cut] = 0
             self.obs = decision.obs[0]
         values[steps].copy_(acting.value(torch.from_numpy(self.obs).to(self.device)))
+        next_values = self._bootstrap(acting, values, ended, timeouts)
+        return Rollout(
+            obs,
+            actions,
+            log_probs,
+            values[:-1],
+            torch.from_numpy(rewards),
+            next_values,
+            torch.from_numpy(boundaries),
+        )
+
+    def _bootstrap(
+        self,
+        acting: FrozenPolicy,
+        values: torch.Tensor,
+        ended: np.ndarray,
+        timeouts: list[tuple[int, np.ndarray, np.ndarray]],
+    ) -> torch.Tensor:
+        """Next-state values: V(s') by default, 0 where an episode ended, V(final) on time-outs."""
         next_values = values[1:].clone()
         next_values[torch.from_numpy(ended)] = 0.0
         if timeouts:
@@ -171,15 +190,7 @@ class Collector:
             rows = torch.from_numpy(np.concatenate([np.full(len(i), t) for t, i, _ in timeouts]))
             cols = torch.from_numpy(np.concatenate([i for _, i, _ in timeouts]))
             next_values[rows, cols] = final_values
-        return Rollout(
-            obs,
-            actions,
-            log_probs,
-            values[:-1],
-            torch.from_numpy(rewards),
-            next_values,
-            torch.from_numpy(boundaries),
-        )
+        return next_values
 
     def _log_episodes(self, rewards: np.ndarray, ended: np.ndarray) -> None:
         self.episode_return += rewards

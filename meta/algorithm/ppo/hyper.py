@@ -1,0 +1,32 @@
+"""The scheduled hyperparameters of one inner training: learning rate, beta and epsilon."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meta.algorithm.schedules import BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
+from meta.config import PPOConfig
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """Starting values of the scheduled hyperparameters for one training."""
+
+    learning_rate: float
+    beta: float
+    epsilon: float
+
+    @classmethod
+    def of(cls, cfg: PPOConfig) -> Hyper:
+        """The config's own values."""
+        return cls(cfg.learning_rate, cfg.beta, cfg.epsilon)
+
+    def after(self, cfg: PPOConfig, steps: int, budget: int) -> Hyper:
+        """The values after `steps` of `budget` agent-steps, per the config's `*_schedule`s."""
+        return Hyper(
+            decayed(
+                cfg.learning_rate_schedule, self.learning_rate, LEARNING_RATE_FLOOR, steps, budget
+            ),
+            decayed(cfg.beta_schedule, self.beta, BETA_FLOOR, steps, budget),
+            decayed(cfg.epsilon_schedule, self.epsilon, EPSILON_FLOOR, steps, budget),
+        )

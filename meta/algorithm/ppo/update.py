@@ -1,0 +1,102 @@
+"""One PPO update: advantages of a buffer (GAE), then num_epoch passes of minibatch steps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.loss import Minibatch, gradient_step
+from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.rollout import Rollout
+from meta.config import PPOConfig
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    boundaries: torch.Tensor,
+    gamma: float,
+    lambd: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over time-major (T, n) tensors; returns (adv, returns).
+
+    delta_t = r_t + gamma * next_values_t - V_t, and A_t = delta_t + gamma * lambd * A_{t+1}
+    unless the trajectory stops after t. `next_values` already holds the right bootstrap:
+    V(s_{t+1}) inside a trajectory and where it was cut at the time horizon, V(final state)
+    where the episode timed out (max_step is not a failure), and 0 where the task ended it.
+    """
+    deltas = rewards + gamma * next_values - values
+    carry = gamma * lambd * (1.0 - boundaries)
+    advantages = deltas.clone()
+    for t in range(deltas.shape[0] - 2, -1, -1):
+        torch.addcmul(deltas[t], carry[t], advantages[t + 1], out=advantages[t])
+    return advantages, advantages + values
+
+
+def ppo_update(
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    rollout: Rollout,
+    cfg: PPOConfig,
+    hyper: Hyper,
+    generator: torch.Generator,
+    worker: ThreadPoolExecutor | None = None,
+) -> dict[str, float]:
+    """num_epoch passes of minibatch updates over one buffer; returns mean losses.
+
+    With a `worker` thread the actor's and the critic's halves of each step run side by side.
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = hyper.learning_rate
+    sums = np.zeros(3)
+    count = 0
+    for batch in _minibatches(policy, rollout, cfg, generator):
+        sums += gradient_step(policy, optimizer, batch, cfg, hyper.epsilon, hyper.beta, worker)
+        count += 1
+    policy_loss, value_loss, entropy = sums / count
+    return {
+        "Losses/Policy Loss": policy_loss,
+        "Losses/Value Loss": value_loss,
+        "Policy/Entropy": entropy,
+        "Policy/Learning Rate": hyper.learning_rate,
+        "Policy/Beta": hyper.beta,
+        "Policy/Epsilon": hyper.epsilon,
+    }
+
+
+def _minibatches(
+    policy: Policy, rollout: Rollout, cfg: PPOConfig, generator: torch.Generator
+) -> Iterator[Minibatch]:
+    """num_epoch shuffled passes over the buffer in minibatches, advantages normalised in each."""
+    advantages, returns = compute_gae(
+        rollout.rewards,
+        rollout.values,
+        rollout.next_values,
+        rollout.boundaries,
+        cfg.gamma,
+        cfg.lambd,
+    )
+    n = rollout.num_steps
+    device = next(policy.parameters()).device
+    with torch.no_grad():
+        # The normaliser only moves between updates: normalise the buffer once.
+        features = policy.features(rollout.obs.reshape(n, -1).to(device))
+    columns = [
+        x.reshape(n, *x.shape[2:]).to(device)
+        for x in (rollout.actions, rollout.log_probs, rollout.values, advantages, returns)
+    ]
+    num_batches = max(n // cfg.batch_size, 1)
+    for _ in range(cfg.num_epoch):
+        order = torch.randperm(n, generator=generator).to(device)
+        # Gather once per epoch; minibatches are then contiguous slices.
+        shuffled = [x.index_select(0, order) for x in (features, *columns)]
+        for b in range(num_batches):
+            rows = slice(b * cfg.batch_size, (b + 1) * cfg.batch_size)
+            x, actions, old_lp, old_v, adv, ret = (column[rows] for column in shuffled)
+            std, mean = torch.std_mean(adv)
+            yield Minibatch(x, actions, old_lp, old_v, (adv - mean) / (std + 1e-8), ret)

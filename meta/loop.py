@@ -1,0 +1,230 @@
+"""The outer loop of one run: sample tasks, train inner PPO from theta, interpolate, commit."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+from envs.constants import BEHAVIOR_NAME
+from meta.algorithm import reptile
+from meta.algorithm.ppo.train import InnerResult, policy_for
+from meta.inner import InnerTrainings
+from meta.observe.progress import Progress
+from meta.observe.reporter import StatsReporter, build_reporter, new_wandb_id
+from meta.observe.timers import RunTimers
+from meta.plan import Plan
+from meta.run.checkpoints import CheckpointManager
+from meta.run.directory import TIMERS_FILE, RunStart, open_run
+from meta.run.export import export_actor
+from meta.run.interrupt import deferred_interrupt
+from meta.run.records import (
+    UPDATE_KEYS,
+    MetaStep,
+    extra_columns,
+    nanmean,
+    rows,
+    scalars,
+    update_rows,
+)
+
+log = logging.getLogger(__name__)
+
+
+class MetaTrainer:
+    """Owns one run: its directory, status, checkpoints, writers, timers and theta."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        config_yaml: str,
+        config_dict: dict[str, Any],
+        console: Console | None = None,
+    ) -> None:
+        self.plan, self.cfg, self.console = plan, plan.cfg, console
+        start: RunStart = open_run(self.cfg, plan.run_id, config_yaml)
+        self.run_dir: Path = start.run_dir
+        self.status = start.status
+        self.status.durable = self.cfg.checkpoint.fsync
+        plan.pool.log_folder = str(self.run_dir / "run_logs")
+        self.checkpoints = CheckpointManager(
+            self.run_dir, self.status, BEHAVIOR_NAME, self.cfg.checkpoint.keep_checkpoints
+        )
+        self.timers = RunTimers()
+        self.inner = InnerTrainings(plan, self.timers)
+        self.last_reward: float | None = None
+        self._initial_state(start)
+        self.reporter = self._reporter(config_dict, resumed=start.resume_state is not None)
+
+    def _reporter(self, config_dict: dict[str, Any], resumed: bool) -> StatsReporter:
+        logger = self.cfg.logger
+        return build_reporter(
+            self.run_dir,
+            run_id=self.plan.run_id,
+            writers=[w for w in ("console", "csv", "tensorboard", "wandb") if getattr(logger, w)],
+            config=config_dict,
+            resume_meta_step=self.meta_step - 1 if resumed else None,
+            resume_env_steps=self.env_steps if resumed else None,
+            console_every=logger.summary_freq,
+            extra_columns=extra_columns(self.plan.parameters.lesson_nums()),
+            inner_columns=["update", "task", *UPDATE_KEYS] if logger.per_update_csv else None,
+            wandb_project=logger.wandb_project,
+            wandb_id=self._wandb_id(),
+        )
+
+    def _wandb_id(self) -> str | None:
+        """The run's wandb id, kept in the status file so a resumed run continues it."""
+        if not self.cfg.logger.wandb:
+            return None
+        wandb_id = self.status.get(BEHAVIOR_NAME, "wandb_run_id")
+        if wandb_id is None:
+            wandb_id = new_wandb_id()
+            self.status.set(BEHAVIOR_NAME, "wandb_run_id", wandb_id)
+            self.status.save()
+        return str(wandb_id)
+
+    def _initial_state(self, start: RunStart) -> None:
+        if start.resume_state is not None:
+            state = start.resume_state
+            self.plan.parameters.load_state_dict(state["parameters"])
+            self.theta: dict[str, torch.Tensor] = state["theta"]
+            self.meta_step, self.env_steps = int(state["meta_step"]), int(state["env_steps"])
+            self.task_counts: dict[str, int] = dict(state["task_counts"])
+            return
+        self.meta_step, self.env_steps, self.task_counts = 0, 0, {}
+        env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed)
+        theta = policy_for(env, self.cfg.network, seed=self.cfg.seed).state_dict()
+        self.plan.pool.release(env)
+        if start.initial_weights is not None:
+            differing = set(theta) ^ set(start.initial_weights)
+            if differing:
+                raise ValueError(
+                    f"initialize_from={self.cfg.initialize_from}: weights do not match "
+                    f"this network (differing keys: {sorted(differing)[:3]})"
+                )
+            theta = start.initial_weights
+        self.theta = {k: v.detach().clone() for k, v in theta.items()}
+
+    def run(self) -> Path:
+        """Train until meta.steps; returns the run directory."""
+        total, enabled = self.cfg.meta.steps, self.cfg.logger.console
+        with Progress(total, self.meta_step, self.console, enabled) as progress:
+            while self.meta_step < total:
+                with self.timers.scope("meta_step"):
+                    table = self.meta_step_once(self.meta_step)
+                progress.finished(table)
+        self.finish()
+        return self.run_dir
+
+    def meta_step_once(self, k: int) -> list[dict[str, Any]]:
+        """One meta-step: tasks, inner trainings, outer update, then commit it whole."""
+        cfg, started = self.cfg, time.perf_counter()
+        with self.timers.scope("sample_tasks"):
+            rng = reptile.task_rng(cfg.seed, k)
+            env_params = self.plan.parameters.sample(rng)
+            tasks = self.inner.tasks(rng, env_params)
+        hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, k)
+        outer_lr = reptile.outer_step_size(cfg.meta, k)
+        results = self.inner.train(k, self.theta, tasks, hyper)
+        with self.timers.scope("interpolate"):
+            new_theta = self._outer_update(results, outer_lr)
+            theta_delta = reptile.distance(new_theta, self.theta)
+        step = MetaStep(
+            k,
+            cfg.meta.algorithm,
+            tasks,
+            results,
+            hyper,
+            outer_lr,
+            theta_delta,
+            env_params,
+            self.plan.parameters.lesson_nums(),
+            time.perf_counter() - started,
+        )
+        rewards = [r.stats["Environment/Cumulative Reward"] for r in results]
+        with deferred_interrupt(), self.timers.scope("commit"):
+            changes = self.plan.parameters.update(
+                (k + 1) / cfg.meta.steps, {BEHAVIOR_NAME: [x for x in rewards if x == x]}
+            )
+            table = self._commit(step, new_theta)
+        self._announce(changes, k, env_params)
+        return table
+
+    def _outer_update(self, results: list[InnerResult], outer_lr: float) -> dict[str, torch.Tensor]:
+        """Reptile interpolates theta towards the trained weights; joint and single take them."""
+        if self.cfg.meta.algorithm == "reptile":
+            return reptile.reptile_update(self.theta, [r.weights for r in results], outer_lr)
+        return results[0].weights
+
+    def _announce(self, changes: dict[str, int], k: int, env_params: dict[str, float]) -> None:
+        """Log each curriculum lesson change with the new lesson's value and the values drawn."""
+        settings = self.plan.parameters.settings
+        for name, lesson in changes.items():
+            new = settings[name].lessons[lesson]
+            log.info(
+                "Parameter %s moved to lesson %d (%s, value %s) after meta-step %d; "
+                "this meta-step drew %s",
+                name,
+                lesson,
+                new.name,
+                new.value,
+                k,
+                ", ".join(f"{n}={v:g}" for n, v in env_params.items()),
+            )
+
+    def _commit(self, step: MetaStep, new_theta: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+        """Apply and persist a finished meta-step: checkpoint and status, then the writers."""
+        table = rows(step, self.theta, self.env_steps)
+        self.theta, self.meta_step = new_theta, step.index + 1
+        self.env_steps += int(sum(r.stats["steps"] for r in step.results))
+        for row in table:
+            row["total_env_steps"] = self.env_steps
+            self.task_counts[row["task"]] = self.task_counts.get(row["task"], 0) + 1
+        reward = nanmean(r["mean_reward"] for r in table)
+        self.last_reward = None if reward != reward else reward
+        state = {
+            "theta": self.theta,
+            "meta_step": self.meta_step,
+            "env_steps": self.env_steps,
+            "task_counts": dict(self.task_counts),
+            "parameters": self.plan.parameters.state_dict(),
+        }
+        for name, lesson in self.plan.parameters.lesson_nums().items():
+            self.status.set_lesson_num(name, lesson)
+        self.status.set(BEHAVIOR_NAME, "env_steps", self.env_steps)
+        with self.timers.scope("checkpoint"):
+            interval = self.cfg.checkpoint.checkpoint_interval
+            kept = self.meta_step % interval == 0 or self.meta_step == self.cfg.meta.steps
+            self.checkpoints.save(
+                self.meta_step, state, self.last_reward, self.env_steps, kept=kept
+            )
+        with self.timers.scope("write_stats"):
+            self.reporter.write_rows("meta_steps", table)
+            if self.cfg.logger.per_update_csv:
+                self.reporter.write_rows("inner_updates", update_rows(step, table))
+            self.reporter.write(step.index, self.env_steps, scalars(step, table, self.task_counts))
+        return table
+
+    def finish(self) -> None:
+        """Final weights (and ONNX when asked); then close."""
+        self.checkpoints.save_final(self.theta, self.env_steps, self.last_reward)
+        if self.cfg.checkpoint.export_onnx:
+            self._export_onnx()
+        self.close()
+
+    def _export_onnx(self) -> None:
+        env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed)
+        policy = policy_for(env, self.cfg.network)
+        self.plan.pool.release(env)
+        policy.load_state_dict(self.theta)
+        export_actor(self.checkpoints, policy)
+
+    def close(self) -> None:
+        """Write timers, close writers and builds (also after an interruption)."""
+        self.timers.write(self.run_dir / TIMERS_FILE)
+        self.reporter.close()
+        self.plan.pool.close()

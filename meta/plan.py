@@ -1,0 +1,38 @@
+"""A meta-training run's plan: the configuration and run directory rules, validated up front."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from envs.constants import BEHAVIOR_NAME
+from meta.algorithm import reptile
+from meta.config import Config
+from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
+from meta.run.directory import check
+from meta.runtime.envpool import EnvPool
+
+
+@dataclass
+class Plan:
+    """Everything validated before the run directory is touched."""
+
+    cfg: Config
+    run_id: str
+    sampler: reptile.TaskSampler
+    parameters: EnvironmentParameters
+    pool: EnvPool
+
+
+def plan(cfg: Config, run_id: str) -> Plan:
+    """Validate the whole configuration and the run directory rules; write nothing."""
+    cfg.validate()
+    if not run_id:
+        raise ValueError("run_id is empty")
+    sampler = reptile.TaskSampler(cfg.meta.tasks, cfg.meta.split)
+    parameters = parse_environment_parameters(cfg.environment_parameters, [BEHAVIOR_NAME])
+    pool = EnvPool(cfg.env)
+    if cfg.meta.algorithm == "joint" and cfg.env.backend != "native":
+        raise ValueError("meta=joint splits areas across tasks and needs env.backend=native")
+    pool.check([t.name for t in cfg.meta.tasks])
+    check(cfg, run_id)
+    return Plan(cfg, run_id, sampler, parameters, pool)

@@ -1,0 +1,115 @@
+"""The run's lock: one live process per run directory, its holder named, a dead one replaced.
+
+An advisory `fcntl.flock` on `<results_dir>/.<run_id>.lock`, a file beside the run directory
+(inside it, `force=true` would delete the lock together with the directory it guards). The
+kernel releases the lock when its holder dies however it dies; the file keeps the holder's pid,
+host and start time, so a second process can name the holder, and a process that finds a
+record left by a dead holder says that it takes the run over.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from types import TracebackType
+
+logger = logging.getLogger(__name__)
+
+
+class RunLocked(RuntimeError):
+    """Another live process holds the run (one-line message naming it)."""
+
+
+def lock_path(results_dir: str | os.PathLike[str], run_id: str) -> Path:
+    """Where the lock of `run_id` lives."""
+    return Path(results_dir) / f".{run_id}.lock"
+
+
+class RunLock:
+    """Holds `<results_dir>/.<run_id>.lock` from `acquire()` until `release()`."""
+
+    def __init__(self, results_dir: str | os.PathLike[str], run_id: str) -> None:
+        self.path = lock_path(results_dir, run_id)
+        self.run_id = run_id
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock now."""
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock, or raise RunLocked naming the live holder; warn on a stale record."""
+        if self._fd is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _describe(_read(fd))
+            os.close(fd)
+            raise RunLocked(
+                f"run {self.run_id!r} is in use by {holder}; wait for it to finish or stop it"
+            ) from None
+        previous = _read(fd)
+        if previous:
+            logger.warning(
+                "Run %r was held by %s, which is no longer running; taking it over",
+                self.run_id,
+                _describe(previous),
+            )
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Clear the holder's record and unlock (the file stays: it may be waited on)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+def _read(fd: int) -> dict[str, object]:
+    """The holder record in the lock file; empty when none (or unreadable)."""
+    data = os.pread(fd, 4096, 0)
+    try:
+        record = json.loads(data) if data.strip() else {}
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _describe(record: dict[str, object]) -> str:
+    """`pid 123 on host h (since 2026-12-01 10:00:00)`, or a plain phrase when unknown."""
+    if not record:
+        return "another process"
+    since = record.get("since")
+    when = (
+        f" since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
+        if isinstance(since, int | float)
+        else ""
+    )
+    return f"pid {record.get('pid')} on host {record.get('host')}{when}"

@@ -1,0 +1,236 @@
+"""meta/evaluation/statistics.py: IQM and stratified bootstrap against hand values and rliable."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from meta.evaluation.statistics import (
+    Measurement,
+    bootstrap_ci,
+    iqm,
+    steps_to_threshold,
+    summarise,
+)
+
+# --- hand values -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([1, 2, 3, 4, 5, 6, 7, 8], 4.5),  # cut 2 each end: (3+4+5+6)/4
+        ([10, 1, 2, 3, 100, 4, 5, -50], 3.5),  # outliers cut: (2+3+4+5)/4
+        ([1, 2, 3, 4, 100], 3.0),  # cut floor(5/4) = 1 each end
+        ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 4.5),  # cut 2: (2+...+7)/6
+        ([7.0], 7.0),
+    ],
+)
+def test_iqm_hand_values(values: list[float], expected: float) -> None:
+    assert float(iqm(values)) == pytest.approx(expected)
+
+
+def test_iqm_along_an_axis() -> None:
+    rows = np.array([[1, 2, 3, 4, 5, 6, 7, 8], [8, 7, 6, 5, 4, 3, 2, 1000]])
+    assert iqm(rows, axis=1).tolist() == pytest.approx([4.5, 5.5])
+
+
+def test_bootstrap_ci_contains_the_iqm_shrinks_with_data_and_is_seeded() -> None:
+    data = np.random.default_rng(0).normal(size=(4, 400))
+    small, large = data[:, :5], data
+    low_s, high_s = bootstrap_ci(small, np.random.default_rng(1), 1000)
+    low_l, high_l = bootstrap_ci(large, np.random.default_rng(1), 1000)
+    assert low_s <= iqm(small.ravel()) <= high_s
+    assert low_l <= iqm(large.ravel()) <= high_l
+    assert high_l - low_l < (high_s - low_s) / 3
+    assert bootstrap_ci(small, np.random.default_rng(1), 1000) == (low_s, high_s)
+
+
+def test_bootstrap_is_stratified_by_task() -> None:
+    # Each task gives the same value for every seed: resampling seeds within tasks cannot move
+    # the IQM (a plain bootstrap over all 12 values would).
+    per_task = np.repeat(np.array([[0.0], [1.0], [2.0], [3.0]]), 3, axis=1)
+    low, high = bootstrap_ci(per_task, np.random.default_rng(0), 500)
+    assert low == high == pytest.approx(1.5)
+
+
+def test_steps_to_threshold() -> None:
+    steps, success = [0, 100, 200, 500], [0.0, 0.3, 0.85, 0.9]
+    assert steps_to_threshold(steps, success, 0.8) == 200
+    assert steps_to_threshold(steps, success, 0.0) == 0
+    assert math.isnan(steps_to_threshold(steps, success, 0.95))
+
+
+def _measurements(method: str, curve: list[float], split: str = "test") -> list[Measurement]:
+    return [
+        Measurement(method, "FindTarget", split, task, seed, b, 100 * b, -1.0, v, 4, "{}")
+        for b, v in zip([0, 1, 2, 5], curve, strict=True)
+        for task in range(2)
+        for seed in range(3)
+    ]
+
+
+def test_summary_cells_and_steps_to_80_percent_of_the_best_final_success() -> None:
+    rows = (
+        _measurements("reptile", [0.1, 0.7, 0.9, 1.0])
+        + _measurements("scratch", [0.0, 0.1, 0.3, 0.5])
+        + _measurements("joint", [0.2, 0.8, 0.8, 0.8])
+        + _measurements("reptile", [0.0, 0.0, 0.0, 0.0], "train")
+    )
+    cells = summarise(rows, samples=100)
+    assert [(c.method, c.split) for c in cells if c.budget == 0] == [
+        ("reptile", "test"),
+        ("scratch", "test"),
+        ("joint", "test"),
+        ("reptile", "train"),
+    ]
+    reached = {(c.method, c.split): c.steps_to_threshold for c in cells}
+    # best final success 1.0 -> threshold 0.8, met by reptile at budget 2, joint at 1
+    assert reached["reptile", "test"] == 200
+    assert reached["joint", "test"] == 100
+    assert math.isnan(reached["scratch", "test"])
+    assert math.isnan(reached["reptile", "train"])  # nobody succeeds: nothing is reached
+    cell = next(c for c in cells if (c.method, c.budget) == ("scratch", 5))
+    assert (cell.n, cell.env_steps, cell.success_iqm) == (6, 500, pytest.approx(0.5))
+    assert cell.success_low == cell.success_high == pytest.approx(0.5)
+
+
+# --- against rliable ---------------------------------------------------------------------------
+
+TASKS, SEEDS = 4, 5  # meta-eval's defaults: eval.tasks_per_family, eval.seeds
+REPLICATES = 10_000
+MC_REPEATS = 30
+Z = 5.0
+
+
+@pytest.fixture(scope="module")
+def rliable() -> tuple[Any, Any]:
+    """rliable's library and metrics modules (a dev dependency: never skipped)."""
+    return importlib.import_module("rliable.library"), importlib.import_module("rliable.metrics")
+
+
+@pytest.fixture
+def global_numpy_seed() -> Iterator[Callable[[int], None]]:
+    """np.random.seed, with the global state restored afterwards.
+
+    rliable's StratifiedBootstrap draws its indices with the global np.random.choice (its
+    `random_state` argument does not reach them), so seeding rliable means seeding that.
+    """
+    state = np.random.get_state()
+    yield np.random.seed
+    np.random.set_state(state)
+
+
+def rliable_iqm(rliable: tuple[Any, Any], by_task: np.ndarray, reps: int) -> tuple[float, ...]:
+    """rliable's IQM and percentile interval of (tasks, seeds) scores: (point, low, high)."""
+    library, metrics = rliable
+    point, interval = library.get_interval_estimates(
+        {"x": by_task.T},  # rliable's layout: (runs, tasks)
+        lambda scores: np.array([metrics.aggregate_iqm(scores)]),
+        reps=reps,
+        confidence_interval_size=0.95,
+    )
+    return float(point["x"][0]), *(float(v) for v in interval["x"][:, 0])
+
+
+def scores() -> tuple[np.ndarray, np.ndarray]:
+    """(tasks, seeds) rewards and successes as meta-eval measures them: tasks differ a lot."""
+    rng = np.random.default_rng(2024)
+    reward = np.array([-0.6, -0.1, 0.3, 0.8])[:, None] + 0.25 * rng.standard_normal((TASKS, SEEDS))
+    success = rng.binomial(64, np.array([0.1, 0.4, 0.6, 0.9])[:, None], (TASKS, SEEDS)) / 64
+    return reward, success
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 11, 20, 33])
+def test_iqm_is_rliables_trimmed_mean(rliable: tuple[Any, Any], n: int) -> None:
+    values = np.random.default_rng(n).standard_normal(n) ** 3  # heavy tails: the cut matters
+    grid = values.reshape(1, n)
+    assert float(iqm(values)) == pytest.approx(rliable[1].aggregate_iqm(grid), rel=1e-12)
+
+
+class _RliableDraws:
+    """A stand-in for bootstrap_ci's generator that draws the indices rliable draws.
+
+    rliable's StratifiedBootstrap takes, per replicate, np.random.choice(runs, (runs, tasks)):
+    entry [j, t] is the run in slot j of task t. bootstrap_ci takes (samples, tasks, seeds)
+    integers, entry [s, t, j] being the seed in slot j of task t: the same draw, transposed.
+    """
+
+    def integers(self, low: int, high: int, size: tuple[int, int, int]) -> np.ndarray:
+        samples, tasks, seeds = size
+        assert low == 0
+        return np.stack([np.random.choice(high, (seeds, tasks)).T for _ in range(samples)])
+
+
+@pytest.mark.parametrize("metric", ["reward", "success"])
+def test_bootstrap_ci_given_rliables_draws_gives_rliables_interval(
+    rliable: tuple[Any, Any], global_numpy_seed: Callable[[int], None], metric: str
+) -> None:
+    # Same resampled indices in, same interval out, to rounding: the two bootstraps stratify
+    # alike (seeds within tasks), pool the resample alike, and take the same percentiles.
+    by_task = dict(zip(("reward", "success"), scores(), strict=True))[metric]
+    global_numpy_seed(7)
+    _, low, high = rliable_iqm(rliable, by_task, 2000)
+    global_numpy_seed(7)
+    ours = bootstrap_ci(by_task, _RliableDraws(), 2000)  # type: ignore[arg-type]
+    assert ours == pytest.approx((low, high), rel=1e-12, abs=1e-15)
+
+
+def monte_carlo_sd(by_task: np.ndarray, samples: int) -> np.ndarray:
+    """Standard deviation of bootstrap_ci's (low, high) over independent random streams."""
+    ends = [bootstrap_ci(by_task, np.random.default_rng(s), samples) for s in range(MC_REPEATS)]
+    return np.std(ends, axis=0, ddof=1)
+
+
+def test_meta_eval_summary_agrees_with_rliable_within_monte_carlo_error(
+    rliable: tuple[Any, Any], global_numpy_seed: Callable[[int], None]
+) -> None:
+    """summarise's IQM and 95% interval against rliable's on the same scores.
+
+    What is compared: the cell meta-eval writes (summarise, as meta-eval calls it) and
+    rliable.library.get_interval_estimates with rliable.metrics.aggregate_iqm, percentile
+    method, task_bootstrap=False, both with REPLICATES replicates. The designs are the same:
+    each replicate draws, within every task, as many seeds as it has, with replacement, and
+    takes the IQM of all resampled values; the interval is np.percentile's 2.5 and 97.5
+    percentiles of the replicates (test_bootstrap_ci_given_rliables_draws_gives_rliables_interval
+    shows them equal given the same draws). Only the random streams differ. One difference
+    outside this comparison: when a cell's tasks have different numbers of seeds, summarise
+    pools all values into one stratum, where rliable takes no ragged input at all.
+
+    Tolerance: each interval end is a Monte Carlo estimate (an empirical percentile of
+    REPLICATES replicates). If the designs agree, ours and rliable's are two independent
+    draws of the same estimator, so their difference has standard deviation sqrt(2) * sd,
+    with sd measured here as the spread of our ends over MC_REPEATS independent streams.
+    The ends must agree within Z = 5 such standard deviations (a false alarm below 1e-4 even
+    with sd estimated from 30 repeats; all seeds are fixed, so the outcome is deterministic).
+    At 10,000 replicates that is about half a percent of each metric's range, and an
+    unstratified bootstrap (the design error this would catch) misses by more than 10 times it.
+    """
+    reward, success = scores()
+    rows = [
+        Measurement(
+            "reptile", "FindTarget", "test", t, s, 1, 128, reward[t, s], success[t, s], 64, "{}"
+        )
+        for t in range(TASKS)
+        for s in range(SEEDS)
+    ]
+    (cell,) = summarise(rows, samples=REPLICATES)
+    ours = {
+        "reward": (cell.reward_iqm, cell.reward_low, cell.reward_high),
+        "success": (cell.success_iqm, cell.success_low, cell.success_high),
+    }
+    global_numpy_seed(1)
+    for metric, by_task in (("reward", reward), ("success", success)):
+        point, low, high = rliable_iqm(rliable, by_task, REPLICATES)
+        assert ours[metric][0] == pytest.approx(point, rel=1e-12), metric
+        tolerance = Z * math.sqrt(2.0) * monte_carlo_sd(by_task, REPLICATES)
+        assert np.all(tolerance < 0.01 * np.ptp(by_task)), (metric, tolerance)
+        assert np.all(np.abs(np.subtract(ours[metric][1:], (low, high))) <= tolerance), metric
+        pooled = bootstrap_ci(by_task.reshape(1, -1), np.random.default_rng(0), REPLICATES)
+        assert np.all(np.abs(np.subtract(pooled, (low, high))) > 10 * tolerance), metric

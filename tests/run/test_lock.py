@@ -1,0 +1,80 @@
+"""meta/run/lock.py: one live holder per run, named to a second process; dead holders replaced."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from meta.run.lock import RunLock, RunLocked, lock_path
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from meta.run.lock import RunLock
+    lock = RunLock(sys.argv[1], "run")
+    lock.acquire()
+    print("held", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def _holder(results: Path) -> subprocess.Popen[str]:
+    """A process that takes the lock of run 'run' and sleeps."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(results)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+def test_a_second_process_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    holder = _holder(tmp_path)
+    try:
+        with pytest.raises(RunLocked) as info:
+            RunLock(tmp_path, "run").acquire()
+        message = str(info.value)
+        assert f"pid {holder.pid}" in message and "\n" not in message
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+def test_a_killed_holder_is_taken_over_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    holder = _holder(tmp_path)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    lock = RunLock(tmp_path, "run")
+    with caplog.at_level(logging.WARNING), lock:
+        assert lock.held
+    assert f"pid {holder.pid}" in caplog.text and "no longer running" in caplog.text
+
+
+def test_release_clears_the_record_so_the_next_holder_does_not_warn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with RunLock(tmp_path, "run"):
+        assert str(os.getpid()) in lock_path(tmp_path, "run").read_text()
+    assert lock_path(tmp_path, "run").read_text() == ""
+    with caplog.at_level(logging.WARNING), RunLock(tmp_path, "run"):
+        pass
+    assert caplog.text == ""
+
+
+def test_the_lock_lives_beside_the_run_directory(tmp_path: Path) -> None:
+    assert lock_path(tmp_path, "a") == tmp_path / ".a.lock"
+    with RunLock(tmp_path, "a"), pytest.raises(RunLocked):
+        RunLock(tmp_path, "a").acquire()  # a second descriptor in the same process is refused too
