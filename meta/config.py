@@ -7,85 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs.constants import SPLITS
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, positive
+from meta.evaluation.config import EvalConfig
 
-SCHEDULES = ("constant", "linear")
 ALGORITHMS = ("reptile", "joint", "single")
 BACKENDS = ("native", "unity")
-
-
-@dataclass
-class NetworkConfig:
-    """Actor-critic MLP, as ML-Agents' `network_settings`."""
-
-    hidden_units: int = 128
-    """Units per hidden layer."""
-    num_layers: int = 2
-    """Hidden layers in the actor and in the critic."""
-    normalize: bool = True
-    """Running observation normaliser (its statistics are part of the weights)."""
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first invalid field."""
-        _positive("network.hidden_units", self.hidden_units)
-        _positive("network.num_layers", self.num_layers)
-
-
-@dataclass
-class PPOConfig:
-    """Inner PPO hyperparameters, ML-Agents' names and defaults."""
-
-    batch_size: int = 1024
-    """Minibatch size of a gradient step, in agent-steps."""
-    buffer_size: int = 10240
-    """Agent-steps collected before each update."""
-    learning_rate: float = 3.0e-4
-    """Adam step size at the start of the training."""
-    beta: float = 5.0e-3
-    """Entropy regularisation coefficient."""
-    epsilon: float = 0.2
-    """Clip range of the policy ratio and of the value change."""
-    lambd: float = 0.95
-    """GAE lambda."""
-    gamma: float = 0.99
-    """Discount factor."""
-    num_epoch: int = 3
-    """Passes over the buffer per update."""
-    time_horizon: int = 64
-    """Trajectories are cut (and bootstrapped with the value estimate) every this many steps."""
-    max_steps: int = 20480
-    """Agent-steps of one inner training (per task)."""
-    learning_rate_schedule: str = "linear"
-    """`constant` or `linear` (polynomial decay to 1e-10 over max_steps)."""
-    beta_schedule: str = "linear"
-    """`constant` or `linear` (decay to 1e-5 over max_steps)."""
-    epsilon_schedule: str = "linear"
-    """`constant` or `linear` (decay to 0.1 over max_steps)."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip."""
-    value_coef: float = 0.5
-    """Weight of the value loss in the total loss."""
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first invalid field, before any environment step."""
-        for name in ("batch_size", "buffer_size", "num_epoch", "time_horizon", "max_steps"):
-            _positive(f"ppo.{name}", getattr(self, name))
-        for name in ("learning_rate", "max_grad_norm"):
-            _positive(f"ppo.{name}", getattr(self, name))
-        if self.batch_size > self.buffer_size:
-            raise ValueError(
-                f"ppo.batch_size ({self.batch_size}) exceeds ppo.buffer_size ({self.buffer_size})"
-            )
-        for name in ("beta", "epsilon", "value_coef"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("lambd", "gamma"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")
-        for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):
-            if getattr(self, name) not in SCHEDULES:
-                raise ValueError(
-                    f"ppo.{name}: unknown schedule {getattr(self, name)!r} (use one of {SCHEDULES})"
-                )
 
 
 @dataclass
@@ -147,9 +73,9 @@ class MetaConfig:
             raise ValueError(
                 f"meta.algorithm: unknown {self.algorithm!r} (use one of {ALGORITHMS})"
             )
-        _positive("meta.steps", self.steps)
-        _positive("meta.meta_batch_size", self.meta_batch_size)
-        _positive("meta.joint_tasks", self.joint_tasks)
+        positive("meta.steps", self.steps)
+        positive("meta.meta_batch_size", self.meta_batch_size)
+        positive("meta.joint_tasks", self.joint_tasks)
         if not 0.0 < self.outer_lr <= 1.0:
             raise ValueError(f"meta.outer_lr must be in (0, 1], got {self.outer_lr}")
         if not 0.0 <= self.final_outer_lr <= 1.0:
@@ -196,9 +122,9 @@ class EnvConfig:
         """Raise ValueError naming the first invalid field."""
         if self.backend not in BACKENDS:
             raise ValueError(f"env.backend: unknown {self.backend!r} (use one of {BACKENDS})")
-        _positive("env.num_areas", self.num_areas)
-        _positive("env.num_envs", self.num_envs)
-        _positive("env.timeout_wait", self.timeout_wait)
+        positive("env.num_areas", self.num_areas)
+        positive("env.num_envs", self.num_envs)
+        positive("env.timeout_wait", self.timeout_wait)
 
 
 @dataclass
@@ -217,8 +143,8 @@ class CheckpointConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
-        _positive("checkpoint.keep_checkpoints", self.keep_checkpoints)
-        _positive("checkpoint.checkpoint_interval", self.checkpoint_interval)
+        positive("checkpoint.keep_checkpoints", self.keep_checkpoints)
+        positive("checkpoint.checkpoint_interval", self.checkpoint_interval)
 
 
 @dataclass
@@ -239,35 +165,6 @@ class LoggerConfig:
     """wandb project name."""
     summary_freq: int = 1
     """Meta-steps between console summary lines."""
-
-
-@dataclass
-class EvalConfig:
-    """meta-eval: adaptation from the meta-learned start against baselines."""
-
-    joint_run_id: str | None = None
-    """Run id (in results_dir) of a `joint` baseline; null: meta-eval trains one into
-    <run>/eval/joint with the run's own configuration and env-step budget."""
-    budgets: list[int] = field(default_factory=lambda: [0, 1, 2, 5, 10, 20])
-    """Adaptation budgets in PPO updates (of buffer_size agent-steps each)."""
-    seeds: int = 5
-    """Adaptation seeds per task and method."""
-    tasks_per_family: int = 4
-    """Tasks drawn per family and split."""
-    splits: list[str] = field(default_factory=lambda: ["test", "train"])
-    """Task splits: held-out `test` ranges and fresh samples of the `train` ranges."""
-    buffer_size: int = 2048
-    """Agent-steps per adaptation update (constant schedules, the run's other PPO settings)."""
-    eval_episodes: int = 64
-    """Episodes measured after each budget, without training."""
-    deterministic: bool = True
-    """Measure the mean action (true) or sampled actions (false)."""
-    bootstrap_samples: int = 2000
-    """Resamples of the stratified bootstrap confidence intervals."""
-    confidence: float = 0.95
-    """Level of the confidence intervals."""
-    threshold: float = 0.8
-    """Steps-to-threshold: fraction of the best final success a method must reach."""
 
 
 @dataclass
@@ -306,8 +203,3 @@ class Config:
             part.validate()
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
-
-
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value}")

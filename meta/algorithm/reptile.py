@@ -9,9 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.train import Hyper
 from meta.algorithm.schedules import annealed, interpolated
-from meta.config import MetaConfig, PPOConfig, TaskConfig
+from meta.config import MetaConfig, TaskConfig
 
 Weights = dict[str, torch.Tensor]
 NORMALIZER_PREFIX = "normalizer."

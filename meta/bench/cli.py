@@ -24,11 +24,11 @@ import torch
 
 import envs
 from envs.bench import throughput
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.rollout import SERIAL_BATCH
 from meta.bench import limit as bench_limit
 from meta.bench import report as bench_report
 from meta.bench.sb3 import Outcome, Settings, train_ours, train_sb3
-from meta.config import PPOConfig
 from meta.run.atomic import atomic_write_text
 from meta.runtime.threads import torch_threads
 

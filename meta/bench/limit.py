@@ -21,12 +21,12 @@ import torch
 
 import envs
 from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.ppo.update import ppo_update
-from meta.config import NetworkConfig, PPOConfig
 from meta.runtime.threads import torch_threads
 
 Layer = tuple[int, int]

@@ -15,9 +15,9 @@ import torch
 from torch import nn
 
 import envs
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.train import policy_for, train
 from meta.algorithm.schedules import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
-from meta.config import NetworkConfig, PPOConfig
 from meta.evaluation.adapt import Act, run_episodes
 
 if TYPE_CHECKING:

@@ -13,12 +13,14 @@ from mlagents_envs.base_env import ActionTuple
 
 from envs.constants import BEHAVIOR_NAME, SPLITS
 from envs.interface import AgentEnvironment
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.train import cpu_weights, policy_for
 from meta.algorithm.ppo.train import train as ppo_train
 from meta.algorithm.reptile import Task, TaskSampler
-from meta.config import Config, EvalConfig, PPOConfig, TaskConfig
+from meta.config import Config, TaskConfig
 from meta.curriculum.lessons import EnvironmentParameters
+from meta.evaluation.config import EvalConfig
 from meta.evaluation.statistics import Measurement
 from meta.runtime.envpool import EnvPool
 

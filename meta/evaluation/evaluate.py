@@ -29,9 +29,10 @@ from rich.progress import (
 import envs
 from envs.constants import BEHAVIOR_NAME, SPLITS
 from meta.algorithm.ppo.train import policy_for
-from meta.config import Config, EvalConfig
+from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import EvalTask, Setting, Weights, adapt, sample_tasks
+from meta.evaluation.config import EvalConfig
 from meta.evaluation.plot import plot
 from meta.evaluation.statistics import Cell, Measurement, summarise
 from meta.run.atomic import atomic_write_text

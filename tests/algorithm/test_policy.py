@@ -6,9 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.loss import Minibatch, gradient_step, make_optimizer
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy
-from meta.config import NetworkConfig, PPOConfig
 
 
 def _policy() -> Policy:

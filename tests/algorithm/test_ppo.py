@@ -8,9 +8,9 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 import envs
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import inner_train, policy_for, train
-from meta.config import NetworkConfig, PPOConfig
 from meta.runtime.threads import torch_threads
 
 SMALL = PPOConfig(batch_size=256, buffer_size=1024, max_steps=4096, num_epoch=2)

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.loss import clipped_policy_loss, clipped_value_loss
 from meta.algorithm.ppo.update import compute_gae
 from meta.algorithm.schedules import annealed, decayed, interpolated
-from meta.config import PPOConfig
 
 
 def test_gae_bootstraps_timeouts_and_not_terminals() -> None:

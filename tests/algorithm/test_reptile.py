@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.reptile import (
     TaskSampler,
     average,
@@ -14,7 +15,7 @@ from meta.algorithm.reptile import (
     reptile_update,
     task_rng,
 )
-from meta.config import MetaConfig, PPOConfig, TaskConfig
+from meta.config import MetaConfig, TaskConfig
 
 
 def w(*values: float) -> dict[str, torch.Tensor]:

@@ -15,6 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import envs
 from envs.tasks.core import BatchedTask
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.schedules import LEARNING_RATE_FLOOR, decayed
 from meta.bench import limit as bench_limit
@@ -23,7 +24,6 @@ from meta.bench.gym_vec import TaskVecEnv
 from meta.bench.limit import flop_model, layers, limit_rate, limits
 from meta.bench.report import BEGIN, END, outer_breakdown, splice, summarise
 from meta.bench.sb3 import Outcome, Settings, _Schedule, train_ours, train_sb3
-from meta.config import NetworkConfig, PPOConfig
 
 # --- FLOP model and the GEMM limit -------------------------------------------------------------
 

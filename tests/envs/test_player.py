@@ -1,14 +1,15 @@
-"""The player side of the ML-Agents protocol: wire encoding, side channels, a whole session.
+"""The player side of the ML-Agents protocol: messages, side channels, a whole session.
 
 Sessions here run the player in a thread against a real ``UnityEnvironment`` (editor mode:
 no executable), over a tiny task of the test's own, so the protocol is checked apart from
-the built-in tasks (``tests/test_unity_backend.py`` runs the real builds).
+the built-in tasks (``tests/envs/test_unity_backend.py`` runs the real builds).
 """
 
 from __future__ import annotations
 
-import socket
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +25,8 @@ from mlagents_envs.base_env import (
     ObservationType,
     TerminalSteps,
 )
+from mlagents_envs.communicator_objects.command_pb2 import QUIT, RESET, STEP
+from mlagents_envs.communicator_objects.observation_pb2 import ObservationProto
 from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
 from mlagents_envs.communicator_objects.unity_rl_output_pb2 import UnityRLOutputProto
 from mlagents_envs.environment import UnityEnvironment
@@ -39,21 +42,16 @@ from mlagents_envs.side_channel.stats_side_channel import (
     StatsSideChannel,
 )
 
-from envs.unity import http2, protocol, side_channels
+from envs.backend.unity_env import resolve_build
+from envs.unity import launch, protocol, side_channels
 from envs.unity import player as server
 
+FreePorts = Callable[..., int]
 # mlagents_envs 0.28 compares versions with distutils' StrictVersion.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:mlagents_envs.*")
 VECTOR = ObservationSpec((10,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "vector")
 GOAL = ObservationSpec((2, 3), (DimensionProperty.NONE,) * 2, ObservationType.GOAL_SIGNAL, "")
 SPEC = BehaviorSpec([VECTOR], ActionSpec.create_continuous(2))
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        return probe.getsockname()[1]
 
 
 class ToyEnv(BaseEnv):
@@ -132,62 +130,92 @@ def toy_factory(family: str, *, num_areas: int, seed: int, **params: float) -> T
     return ToyEnv(num_areas=num_areas, seed=seed, **params)
 
 
-@pytest.mark.parametrize(
-    "ids",
-    [
-        np.arange(64),
-        np.arange(5) + 100,
-        np.arange(300) + 16_000,
-        np.array([0, 2**30, 2**31 - 1]),
-        np.array([127, 128, 3]),
-    ],
-)
-def test_agent_infos_parse_to_what_protobuf_builds(ids: np.ndarray) -> None:
-    rng, n = np.random.default_rng(0), len(ids)
+def random_steps(
+    rng: np.random.Generator, spec: BehaviorSpec, ids: np.ndarray, ended: np.ndarray
+) -> tuple[DecisionSteps, TerminalSteps]:
+    """Steps of agents ``ids`` with random observations and rewards; ``ended`` also end."""
+    n, k = len(ids), len(ended)
+
+    def obs(count: int) -> list[np.ndarray]:
+        return [rng.random((count, *o.shape), dtype=np.float32) for o in spec.observation_specs]
+
+    decision = DecisionSteps(
+        obs(n),
+        rng.standard_normal(n).astype(np.float32),
+        ids.astype(np.int32),
+        None,
+        np.zeros(n, np.int32),
+        np.zeros(n, np.float32),
+    )
+    terminal = TerminalSteps(
+        obs(k),
+        rng.standard_normal(k).astype(np.float32),
+        rng.random(k) < 0.5,
+        ended.astype(np.int32),
+        np.zeros(k, np.int32),
+        np.zeros(k, np.float32),
+    )
+    return decision, terminal
+
+
+def test_agent_infos_read_back_as_the_steps_they_were_built_from() -> None:
+    rng = np.random.default_rng(0)
     spec = BehaviorSpec([VECTOR, GOAL], ActionSpec.create_continuous(2))
-    vector, goal = rng.random((n, 10), np.float32), rng.random((n, 2, 3), np.float32)
-    reward, done = rng.standard_normal(n).astype(np.float32), rng.random(n) < 0.3
-    max_step = done & (rng.random(n) < 0.5)
-    data = protocol.AgentInfoEncoder(spec).encode([vector, goal], reward, done, max_step, ids)
-    expected = UnityRLOutputProto.ListAgentInfoProto()
-    for i in range(n):
-        info = expected.value.add(
-            reward=reward[i], done=done[i], max_step_reached=max_step[i], id=ids[i]
-        )
-        obs = info.observations.add(shape=[10], dimension_properties=[1], name="vector")
-        obs.float_data.data.extend(vector[i])
-        obs = info.observations.add(shape=[2, 3], dimension_properties=[1, 1], observation_type=1)
-        obs.float_data.data.extend(goal[i].ravel())
-    parsed = UnityRLOutputProto.ListAgentInfoProto.FromString(data)
-    assert parsed == expected
-    decision, terminal = steps_from_proto(parsed.value, spec)
-    assert np.array_equal(decision.obs[1], goal[~done])
-    assert np.array_equal(terminal.interrupted, max_step[done])
+    infos = protocol.AgentInfos(spec)
+    schedule = [  # (deciding agents, ending agents): same agents, new ones, none deciding
+        (np.arange(64), np.array([], int)),
+        (np.arange(64), np.array([3, 17, 60])),
+        (np.arange(64), np.array([5])),
+        (np.arange(5) + 100, np.array([0, 2**31 - 1])),
+        (np.arange(5) + 100, np.array([], int)),
+        (np.array([], int), np.array([101])),
+        (np.array([127, 128, 3]), np.array([], int)),
+    ]
+    for ids, ended in schedule:
+        decision, terminal = random_steps(rng, spec, ids, ended)
+        message = UnityRLOutputProto.ListAgentInfoProto()
+        infos.write(message, decision, terminal)
+        parsed = UnityRLOutputProto.ListAgentInfoProto.FromString(message.SerializeToString())
+        got_decision, got_terminal = steps_from_proto(parsed.value, spec)
+        for got, want in ((got_decision, decision), (got_terminal, terminal)):
+            assert np.array_equal(got.agent_id, want.agent_id)
+            assert np.array_equal(got.reward, want.reward)
+            for a, b in zip(got.obs, want.obs, strict=True):
+                assert np.array_equal(a, b)
+        assert np.array_equal(got_terminal.interrupted, terminal.interrupted)
+    first = parsed.value[0]
+    assert first.observations[1] == ObservationProto(
+        shape=[2, 3],
+        dimension_properties=[1, 1],
+        observation_type=1,
+        float_data=ObservationProto.FloatData(data=decision.obs[1][0].ravel().tolist()),
+    )
+    assert first.observations[0].name == "vector"
 
 
-def test_actions_read_in_bulk_equal_protobuf_fields() -> None:
+def test_actions_as_unity_environment_writes_them() -> None:
     n = 64
     message = UnityMessageProto()
-    value = message.unity_input.rl_input.agent_actions["Brain"].value
+    listed = message.unity_input.rl_input.agent_actions["Brain"]
     moves = np.random.default_rng(1).uniform(-1, 1, (n, 2)).astype(np.float32)
     for row in moves:  # the layout UnityEnvironment._generate_step_input writes
-        action = value.add()
+        action = listed.value.add()
         action.vector_actions_deprecated.extend(row)
         action.continuous_actions.extend(row)
     parsed = UnityMessageProto.FromString(message.SerializeToString())
-    listed = parsed.unity_input.rl_input.agent_actions["Brain"]
-    assert np.array_equal(protocol.continuous_actions(listed.SerializeToString(), n, 2), moves)
-    assert np.array_equal(protocol.actions(listed, n, SPEC.action_spec).continuous, moves)
-    only_new = UnityMessageProto()
-    for row in moves[:3]:
-        only_new.unity_input.rl_input.agent_actions["Brain"].value.add().continuous_actions.extend(
-            row
-        )
-    other = only_new.unity_input.rl_input.agent_actions["Brain"]
-    assert protocol.continuous_actions(other.SerializeToString(), 3, 2) is None  # other layout
-    assert np.array_equal(protocol.actions(other, 3, SPEC.action_spec).continuous, moves[:3])
-    with pytest.raises(ValueError, match="3 actions for 4 agents"):
-        protocol.actions(other, 4, SPEC.action_spec)
+    got = protocol.actions(parsed.unity_input.rl_input.agent_actions["Brain"], n, SPEC.action_spec)
+    assert np.array_equal(got.continuous, moves) and got.continuous.dtype == np.float32
+    with pytest.raises(ValueError, match="64 actions for 65 agents"):
+        protocol.actions(listed, n + 1, SPEC.action_spec)
+    hybrid = ActionSpec(1, (3, 2))
+    mixed = UnityMessageProto().unity_input.rl_input.agent_actions["Brain"]
+    for i in range(3):
+        mixed.value.add(continuous_actions=[i / 2], discrete_actions=[i, 1])
+    got = protocol.actions(mixed, 3, hybrid)
+    assert np.array_equal(got.continuous, [[0.0], [0.5], [1.0]])
+    assert np.array_equal(got.discrete, [[0, 1], [1, 1], [2, 1]])
+    none = protocol.actions(mixed.__class__(), 0, hybrid)
+    assert none.continuous.shape == (0, 1) and none.discrete.shape == (0, 2)
 
 
 def test_side_channel_messages_as_mlagents_writes_and_reads_them() -> None:
@@ -198,8 +226,8 @@ def test_side_channel_messages_as_mlagents_writes_and_reads_them() -> None:
     params.set_multirangeuniform_sampler_parameters("target_radius", [(1, 2), (5, 6)], seed=5)
     engine.set_configuration_parameters(width=80, height=60, time_scale=20.0)
     data = bytes(SideChannelManager([params, engine]).generate_side_channel_messages())
-    messages = protocol.split_side_channel(data)
-    assert protocol.join_side_channel(messages) == data
+    messages = side_channels.unpack(data)
+    assert side_channels.pack(messages) == data
     received = side_channels.Parameters()
     values = [received.receive(m)[1] for c, m in messages if c == side_channels.ENV_PARAMETERS]
     assert values == [{"agent_speed": 0.25}, {}, {}, {}]
@@ -214,6 +242,8 @@ def test_side_channel_messages_as_mlagents_writes_and_reads_them() -> None:
     assert again.draw() == draws[0]  # samplers are seeded by the message
     settings = [side_channels.engine_settings(m) for c, m in messages if c == side_channels.ENGINE]
     assert settings == [{"width": 80, "height": 60}, {"time_scale": 20.0}]
+    with pytest.raises(ValueError, match="truncated"):
+        side_channels.unpack(data[:-1])
 
 
 def test_stats_messages_parse_with_the_stats_side_channel() -> None:
@@ -232,7 +262,7 @@ def test_stats_messages_parse_with_the_stats_side_channel() -> None:
 
 
 def test_player_accepts_every_unity_player_argument() -> None:
-    args = server.parse_args(
+    args = launch.parse_args(
         [
             "FindTarget",
             "-nographics",
@@ -245,6 +275,8 @@ def test_player_accepts_every_unity_player_argument() -> None:
             "84",
             "--mlagents-num-areas",
             "8",
+            "--mlagents-transport",  # an option of older players: kept and ignored
+            "http2",
         ]
     )
     assert (args.port, args.log_file, args.num_areas, args.no_graphics) == (
@@ -253,34 +285,76 @@ def test_player_accepts_every_unity_player_argument() -> None:
         8,
         True,
     )
-    assert args.ignored == ["-screen-width", "84"]
-    assert server.parse_args(["FindTarget", "-logfile", "-", "-batchmode"]).log_file == "-"
-    assert server.parse_args(["FindTarget", "-logFile", "-batchmode"]).log_file == "-"
-    assert server.parse_args(["FindTarget"]).port == server.DEFAULT_PORT
-
-
-def test_request_headers_encode_long_paths() -> None:
-    long = "/" + "x" * 300
-    block = http2.request_headers("localhost:5005", long)
-    assert block[:3] == b"\x83\x86\x04" and block[3] == 0x7F  # 7-bit prefix continues
-    assert long.encode() in block
+    assert args.ignored == ["-screen-width", "84", "--mlagents-transport", "http2"]
+    assert launch.parse_args(["FindTarget", "-logfile", "-", "-batchmode"]).log_file == "-"
+    assert launch.parse_args(["FindTarget", "-logFile", "-batchmode"]).log_file == "-"
+    assert launch.parse_args(["FindTarget"]).port == launch.DEFAULT_PORT
+    with pytest.raises(SystemExit, match="needs a value"):
+        launch.parse_args(["FindTarget", "--mlagents-port"])
 
 
 class ListLog(list):
     """A player log kept in memory."""
 
-    path = None
-
     def __call__(self, message: str) -> None:
         self.append(message)
 
 
-def session(transport: str, channels: list) -> tuple[UnityEnvironment, threading.Thread, ListLog]:
-    """A player over ToyEnv (4 areas, seed 5) in a thread, and the UnityEnvironment on it."""
-    port, log = free_port(), ListLog()
-    args = server.parse_args(
-        ["Toy", "--mlagents-port", str(port), "--mlagents-transport", transport]
+class ScriptedTrainer:
+    """A trainer answering the player's messages (kept in ``sent``) with ``inputs`` in turn."""
+
+    def __init__(self, *inputs: UnityMessageProto) -> None:
+        self.inputs, self.sent = iter(inputs), list[UnityMessageProto]()
+
+    def __call__(self, message: bytes) -> UnityMessageProto:
+        self.sent.append(UnityMessageProto.FromString(message))
+        return next(self.inputs)
+
+
+def command(kind: int) -> UnityMessageProto:
+    """A trainer's input carrying ``kind`` (RESET, STEP, QUIT)."""
+    message = UnityMessageProto()
+    message.header.status = 200
+    message.unity_input.rl_input.command = kind
+    return message
+
+
+def test_the_first_output_announces_the_behavior_and_later_ones_do_not() -> None:
+    init = UnityMessageProto()
+    init.header.status = 200
+    init.unity_input.rl_initialization_input.num_areas = 3
+    init.unity_input.rl_initialization_input.communication_version = "1.5.0"
+    step = command(STEP)
+    listed = step.unity_input.rl_input.agent_actions["Brain"]
+    for _ in range(3):
+        listed.value.add(continuous_actions=[0.5, -0.5])
+    trainer = ScriptedTrainer(init, command(RESET), step, step, command(QUIT))
+    args = launch.parse_args(["Toy", "-logFile", "-"])
+    player = server.Player(args, toy_factory, ListLog())
+    assert player.run(trainer) == "quit command" and player.steps == 2
+    academy, ready, *outputs = trainer.sent
+    assert academy.unity_output.rl_initialization_output.communication_version == "1.5.0"
+    assert not ready.HasField("unity_output")
+    brains = [o.unity_output.rl_initialization_output.brain_parameters for o in outputs]
+    assert [len(b) for b in brains] == [1, 0, 0]
+    assert brains[0][0].brain_name == "Brain"
+    assert brains[0][0].action_spec.num_continuous_actions == 2
+    for output in outputs:
+        infos = output.unity_output.rl_output.agentInfos["Brain"].value
+        assert [i.id for i in infos if not i.done] == [0, 1, 2]
+    native = ToyEnv(num_areas=3)
+    native.set_actions("Brain", ActionTuple(continuous=np.tile(np.float32([0.5, -0.5]), (3, 1))))
+    native.step()
+    decision, _ = steps_from_proto(
+        outputs[1].unity_output.rl_output.agentInfos["Brain"].value, SPEC
     )
+    assert np.array_equal(decision.obs[0], native.get_steps("Brain")[0].obs[0])
+
+
+def session(port: int, channels: list) -> tuple[UnityEnvironment, threading.Thread, ListLog]:
+    """A player over ToyEnv (4 areas, seed 5) in a thread, and the UnityEnvironment on it."""
+    log = ListLog()
+    args = launch.parse_args(["Toy", "--mlagents-port", str(port)])
     player = threading.Thread(target=server.serve, args=(args, toy_factory, log), daemon=True)
     player.start()
     env = UnityEnvironment(
@@ -289,11 +363,10 @@ def session(transport: str, channels: list) -> tuple[UnityEnvironment, threading
     return env, player, log
 
 
-@pytest.mark.parametrize("transport", server.TRANSPORTS)
-def test_a_session_matches_the_task_it_serves(transport: str) -> None:
+def test_a_session_matches_the_task_it_serves(free_ports: FreePorts) -> None:
     params, stats = EnvironmentParametersChannel(), StatsSideChannel()
     params.set_float_parameter("gain", 2.0)
-    env, player, lines = session(transport, channels=[params, stats])
+    env, player, lines = session(free_ports(), channels=[params, stats])
     native = ToyEnv(num_areas=4, seed=5, gain=2.0)
     try:
         env.reset()
@@ -326,32 +399,47 @@ def test_a_session_matches_the_task_it_serves(transport: str) -> None:
     assert "trainer closed (status 400)" in lines[-2] or "connection lost" in lines[-2]
 
 
-def test_player_without_a_trainer_exits_with_an_error() -> None:
+def test_the_player_quits_when_the_trainer_vanishes(free_ports: FreePorts) -> None:
+    env, player, lines = session(free_ports(), channels=[])
+    try:
+        env.reset()
+        env._communicator.server.stop(None)  # no goodbye sent
+        player.join(10)
+    finally:
+        env.close()
+    assert not player.is_alive()
+    assert "connection lost: gRPC" in lines[-2]
+
+
+def test_player_without_a_trainer_exits_with_an_error(free_ports: FreePorts) -> None:
     log = ListLog()
-    args = server.parse_args(
-        ["Toy", "--mlagents-port", str(free_port()), "--mlagents-connect-timeout", "0.3"]
+    args = launch.parse_args(
+        ["Toy", "--mlagents-port", str(free_ports()), "--mlagents-connect-timeout", "0.3"]
     )
-    assert server.serve(args, toy_factory, log) == 1  # type: ignore[arg-type]
+    assert server.serve(args, toy_factory, log) == 1
     assert "no gRPC server" in log[-1]
 
 
-def test_multiple_behaviors_and_empty_terminals_keep_their_order() -> None:
-    decision = DecisionSteps(
-        [np.ones((2, 10), np.float32)],
-        np.zeros(2, np.float32),
-        np.array([4, 9], np.int32),
-        None,
-        np.zeros(2, np.int32),
-        np.zeros(2, np.float32),
+@pytest.mark.integration
+@pytest.mark.timeout(60)
+def test_a_build_launched_with_an_older_command_line_still_serves(
+    tmp_path: Path, free_ports: FreePorts
+) -> None:
+    env = UnityEnvironment(
+        file_name=resolve_build("FindTarget"),
+        base_port=free_ports(),
+        no_graphics=True,
+        num_areas=2,
+        log_folder=str(tmp_path),
+        additional_args=["--mlagents-transport", "http2"],
+        timeout_wait=30,
     )
-    encoder = protocol.AgentInfoEncoder(SPEC)
-    data = protocol.output_message(
-        {"Brain": encoder.encode_steps(decision, TerminalSteps.empty(SPEC))},
-        b"",
-        [protocol.brain_parameters("Brain", SPEC)],
-    )
-    message = UnityMessageProto.FromString(data)
-    infos = message.unity_output.rl_output.agentInfos["Brain"].value
-    assert [i.id for i in infos] == [4, 9] and message.header.status == 200
-    brain = message.unity_output.rl_initialization_output.brain_parameters[0]
-    assert brain.brain_name == "Brain" and brain.action_spec.num_continuous_actions == 2
+    try:
+        env.reset()
+        assert len(env.get_steps("Brain")[0]) == 2
+        env.step()
+    finally:
+        env.close()
+    log = (tmp_path / "Player-0.log").read_text()
+    assert "ignored arguments ['--mlagents-transport', 'http2']" in log
+    assert "quitting after 1 steps: " in log  # trainer closed, or its server stopped first

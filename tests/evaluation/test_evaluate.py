@@ -15,8 +15,9 @@ import torch
 from omegaconf import OmegaConf
 
 import envs
+from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.train import policy_for
-from meta.config import Config, NetworkConfig
+from meta.config import Config
 from meta.evaluation.adapt import policy_actor, run_episodes
 from meta.evaluation.evaluate import evaluate, plan
 from meta.evaluation.statistics import iqm

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.schedules import BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
-from meta.config import PPOConfig
 
 
 @dataclass(frozen=True)

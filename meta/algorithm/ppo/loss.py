@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import torch
 
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob
-from meta.config import PPOConfig
 
 ADAM_EPS = 1e-7
 """Adam's epsilon in ML-Agents' PPO (torch's default is 1e-8)."""

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from meta.config import NetworkConfig
+from meta.algorithm.ppo.config import NetworkConfig
 from meta.runtime.threads import torch_threads
 
 LOG_2PI = math.log(2.0 * math.pi)

@@ -14,12 +14,12 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.policy import Policy, make_policy
 from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Timers
 from meta.algorithm.ppo.update import ppo_update
-from meta.config import NetworkConfig, PPOConfig
 from meta.runtime.threads import torch_threads
 
 __all__ = [

@@ -8,11 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import Minibatch, gradient_step
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import Rollout
-from meta.config import PPOConfig
 
 
 def compute_gae(

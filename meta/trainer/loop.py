@@ -13,11 +13,9 @@ from rich.console import Console
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
 from meta.algorithm.ppo.train import InnerResult, policy_for
-from meta.inner import InnerTrainings
 from meta.observe.progress import Progress
 from meta.observe.reporter import StatsReporter, build_reporter, new_wandb_id
 from meta.observe.timers import RunTimers
-from meta.plan import Plan
 from meta.run.checkpoints import CheckpointManager
 from meta.run.directory import TIMERS_FILE, RunStart, open_run
 from meta.run.export import export_actor
@@ -31,6 +29,8 @@ from meta.run.records import (
     scalars,
     update_rows,
 )
+from meta.trainer.inner import InnerTrainings
+from meta.trainer.preflight import Plan
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """meta-train as a library: `train(cfg, run_id)` validates the run, then runs it in-process.
 
-The pieces, each in a module of its own: `meta.plan` validates a run before anything is
-written, `meta.loop.MetaTrainer` owns a running run and its outer loop, `meta.inner` runs a
-meta-step's inner trainings, and `meta.run.interrupt` holds Ctrl-C while a meta-step commits.
+`preflight` validates a run before anything is written, `loop.MetaTrainer` owns a running run
+and its outer loop, `inner` runs a meta-step's inner trainings; `meta.run.interrupt` holds
+Ctrl-C while a meta-step commits.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from meta.config import Config
-from meta.loop import MetaTrainer
-from meta.plan import Plan, plan
+from meta.trainer.loop import MetaTrainer
+from meta.trainer.preflight import Plan, plan
 
 __all__ = ["MetaTrainer", "Plan", "plan", "train"]
 

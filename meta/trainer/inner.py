@@ -12,7 +12,7 @@ from envs.interface import TaskEnvironment
 from meta.algorithm import reptile
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.ppo.train import Hyper, InnerResult, inner_train
-from meta.plan import Plan
+from meta.trainer.preflight import Plan
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,93 @@
+"""Settings of the inner PPO and its network, with ML-Agents' names and defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEDULES = ("constant", "linear")
+
+
+def positive(name: str, value: float) -> None:
+    """Raise ValueError unless `value` > 0, naming the setting."""
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+
+
+@dataclass
+class NetworkConfig:
+    """Actor-critic MLP, as ML-Agents' `network_settings`."""
+
+    hidden_units: int = 128
+    """Units per hidden layer."""
+    num_layers: int = 2
+    """Hidden layers in the actor and in the critic."""
+    normalize: bool = True
+    """Running observation normaliser (its statistics are part of the weights)."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        positive("network.hidden_units", self.hidden_units)
+        positive("network.num_layers", self.num_layers)
+
+
+@dataclass
+class PPOConfig:
+    """Inner PPO hyperparameters, ML-Agents' names and defaults."""
+
+    batch_size: int = 1024
+    """Minibatch size of a gradient step, in agent-steps."""
+    buffer_size: int = 10240
+    """Agent-steps collected before each update."""
+    learning_rate: float = 3.0e-4
+    """Adam step size at the start of the training."""
+    beta: float = 5.0e-3
+    """Entropy regularisation coefficient."""
+    epsilon: float = 0.2
+    """Clip range of the policy ratio and of the value change."""
+    lambd: float = 0.95
+    """GAE lambda."""
+    gamma: float = 0.99
+    """Discount factor."""
+    num_epoch: int = 3
+    """Passes over the buffer per update."""
+    time_horizon: int = 64
+    """Trajectories are cut (and bootstrapped with the value estimate) every this many steps."""
+    max_steps: int = 20480
+    """Agent-steps of one inner training (per task)."""
+    learning_rate_schedule: str = "linear"
+    """`constant` or `linear` (polynomial decay to 1e-10 over max_steps)."""
+    beta_schedule: str = "linear"
+    """`constant` or `linear` (decay to 1e-5 over max_steps)."""
+    epsilon_schedule: str = "linear"
+    """`constant` or `linear` (decay to 0.1 over max_steps)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    value_coef: float = 0.5
+    """Weight of the value loss in the total loss."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field, before any environment step."""
+        for name in ("batch_size", "buffer_size", "num_epoch", "time_horizon", "max_steps"):
+            positive(f"ppo.{name}", getattr(self, name))
+        for name in ("learning_rate", "max_grad_norm"):
+            positive(f"ppo.{name}", getattr(self, name))
+        if self.max_steps < self.buffer_size:
+            raise ValueError(
+                f"ppo.max_steps ({self.max_steps}) is below ppo.buffer_size ({self.buffer_size}): "
+                "an inner training collects whole buffers; raise max_steps or lower buffer_size"
+            )
+        if self.batch_size > self.buffer_size:
+            raise ValueError(
+                f"ppo.batch_size ({self.batch_size}) exceeds ppo.buffer_size ({self.buffer_size})"
+            )
+        for name in ("beta", "epsilon", "value_coef"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"ppo.{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("lambd", "gamma"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):
+            if getattr(self, name) not in SCHEDULES:
+                raise ValueError(
+                    f"ppo.{name}: unknown schedule {getattr(self, name)!r} (use one of {SCHEDULES})"
+                )

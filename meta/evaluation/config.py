@@ -1,0 +1,34 @@
+"""Settings of meta-eval: which starts, tasks, budgets and statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class EvalConfig:
+    """meta-eval: adaptation from the meta-learned start against baselines."""
+
+    joint_run_id: str | None = None
+    """Run id (in results_dir) of a `joint` baseline; null: meta-eval trains one into
+    <run>/eval/joint with the run's own configuration and env-step budget."""
+    budgets: list[int] = field(default_factory=lambda: [0, 1, 2, 5, 10, 20])
+    """Adaptation budgets in PPO updates (of buffer_size agent-steps each)."""
+    seeds: int = 5
+    """Adaptation seeds per task and method."""
+    tasks_per_family: int = 4
+    """Tasks drawn per family and split."""
+    splits: list[str] = field(default_factory=lambda: ["test", "train"])
+    """Task splits: held-out `test` ranges and fresh samples of the `train` ranges."""
+    buffer_size: int = 2048
+    """Agent-steps per adaptation update (constant schedules, the run's other PPO settings)."""
+    eval_episodes: int = 64
+    """Episodes measured after each budget, without training."""
+    deterministic: bool = True
+    """Measure the mean action (true) or sampled actions (false)."""
+    bootstrap_samples: int = 2000
+    """Resamples of the stratified bootstrap confidence intervals."""
+    confidence: float = 0.95
+    """Level of the confidence intervals."""
+    threshold: float = 0.8
+    """Steps-to-threshold: fraction of the best final success a method must reach."""
