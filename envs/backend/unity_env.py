@@ -112,7 +112,6 @@ class UnityEnv(BaseEnv):
         timeout_wait: float = 60,
         no_graphics: bool = True,
         log_folder: str | os.PathLike[str] | None = None,
-        max_restarts: int = 3,
         **params: float,
     ) -> None:
         if num_envs < 1:
@@ -134,7 +133,6 @@ class UnityEnv(BaseEnv):
             )
             for i in range(num_envs)
         ]
-        self.max_restarts, self.restarts = max_restarts, 0
         self.stats_channel = WorkerStats()
         self._stride = 2**31 // num_envs  # agent ids of worker i start at i * stride
         self._workers: list[unity_worker.Worker] = []
@@ -206,17 +204,6 @@ class UnityEnv(BaseEnv):
             self._actions[behavior_name].continuous[index] = action.continuous[0]
         if spec.discrete_size:
             self._actions[behavior_name].discrete[index] = action.discrete[0]
-
-    def restart(self) -> None:
-        """Relaunch every build (after BuildCrashed) with the current parameters, then reset."""
-        if self.restarts >= self.max_restarts:
-            raise BuildCrashed(
-                f"{self.path}: gave up after {self.restarts} restarts "
-                f"(max_restarts={self.max_restarts})"
-            )
-        self.restarts += 1
-        self._stop()
-        self._start()
 
     def close(self) -> None:
         """Close every build and worker."""

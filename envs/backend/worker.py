@@ -41,7 +41,7 @@ class BuildError(RuntimeError):
 
 
 class BuildCrashed(BuildError):
-    """A build, or its worker, died or stopped answering: ``restart()`` and retry."""
+    """A build, or its worker, died or stopped answering: close it and launch it anew."""
 
 
 class BuildTimeout(BuildError):
@@ -250,5 +250,5 @@ class Worker:
         if kind == "exited":
             return BuildCrashed(f"{where} exited before connecting ({detail}); {log}")
         if kind == "crashed":
-            return BuildCrashed(f"{where} crashed: {detail}; {log}; restart() relaunches it")
+            return BuildCrashed(f"{where} crashed: {detail}; {log}")
         return BuildError(f"{where} failed:\n{detail}")

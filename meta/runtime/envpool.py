@@ -58,7 +58,6 @@ class EnvPool:
                 timeout_wait=self.cfg.timeout_wait,
                 no_graphics=self.cfg.no_graphics,
                 log_folder=self.log_folder,
-                max_restarts=0,
             )
             self._builds[family] = build
         build.set_parameters(**params)
