@@ -31,6 +31,7 @@ def unity(tiny_config: Factory, base_port: int, *overrides: str) -> Config:
     )
 
 
+@pytest.mark.integration
 def test_unity_backend_completes_and_resumes(tiny_config: Factory, free_ports: FreePorts) -> None:
     port = free_ports(2)
     cfg = unity(tiny_config, port, "meta.steps=3")
@@ -45,6 +46,7 @@ def test_unity_backend_completes_and_resumes(tiny_config: Factory, free_ports: F
     assert list((run_dir / "run_logs").glob("Player-*.log"))
 
 
+@pytest.mark.integration
 def test_a_killed_build_is_restarted_and_the_meta_step_retried(
     tiny_config: Factory, free_ports: FreePorts, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -66,6 +68,7 @@ def test_a_killed_build_is_restarted_and_the_meta_step_retried(
         trainer.close()
 
 
+@pytest.mark.integration
 def test_repeated_crashes_end_with_a_clear_error(
     tiny_config: Factory, free_ports: FreePorts
 ) -> None:
