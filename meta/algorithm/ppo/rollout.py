@@ -16,7 +16,7 @@ from meta.runtime.threads import torch_threads
 
 
 class Timers(Protocol):
-    """Anything with a `scope(name)` context manager (meta.observe.timers.TimerTree)."""
+    """Anything with a `scope(name)` context manager (meta.observe.timers.RunTimers)."""
 
     def scope(self, name: str) -> contextlib.AbstractContextManager[Any]: ...
 
