@@ -1,14 +1,16 @@
 """Side channels a player speaks: environment parameters and engine settings in, stats out.
 
-Message layouts are those of mlagents_envs' ``EnvironmentParametersChannel``,
-``EngineConfigurationChannel`` and ``StatsSideChannel``; sampler semantics follow Unity's
-``EnvironmentParameters`` (every read of a sampled parameter draws a new value).
+Framing is ``SideChannelManager``'s; message layouts are those of mlagents_envs'
+``EnvironmentParametersChannel``, ``EngineConfigurationChannel`` and ``StatsSideChannel``;
+sampler semantics follow Unity's ``EnvironmentParameters`` (every read of a sampled parameter
+draws a new value).
 """
 
 from __future__ import annotations
 
+import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from mlagents_envs.side_channel import IncomingMessage, OutgoingMessage
@@ -27,6 +29,27 @@ _ENGINE_FIELDS = {
     3: ("target_frame_rate",),
     4: ("capture_frame_rate",),
 }
+
+
+def unpack(data: bytes) -> list[tuple[uuid.UUID, bytes]]:
+    """Side-channel bytes as (channel id, message) pairs, in the order they were packed."""
+    messages, offset = [], 0
+    while offset < len(data):
+        if offset + 20 > len(data):
+            raise ValueError("truncated side-channel header")
+        channel = uuid.UUID(bytes_le=bytes(data[offset : offset + 16]))
+        (size,) = struct.unpack_from("<i", data, offset + 16)
+        offset += 20
+        if size < 0 or offset + size > len(data):
+            raise ValueError(f"truncated side-channel message on channel {channel}")
+        messages.append((channel, bytes(data[offset : offset + size])))
+        offset += size
+    return messages
+
+
+def pack(messages: Iterable[tuple[uuid.UUID, bytes]]) -> bytes:
+    """(channel id, message) pairs as ``SideChannelManager`` reads them."""
+    return b"".join(c.bytes_le + struct.pack("<i", len(m)) + m for c, m in messages)
 
 
 class Sampler:

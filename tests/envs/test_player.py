@@ -28,6 +28,7 @@ from mlagents_envs.base_env import (
 from mlagents_envs.communicator_objects.command_pb2 import QUIT, RESET, STEP
 from mlagents_envs.communicator_objects.observation_pb2 import ObservationProto
 from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
+from mlagents_envs.communicator_objects.unity_rl_input_pb2 import UnityRLInputProto
 from mlagents_envs.communicator_objects.unity_rl_output_pb2 import UnityRLOutputProto
 from mlagents_envs.environment import UnityEnvironment
 from mlagents_envs.rpc_utils import steps_from_proto
@@ -214,7 +215,7 @@ def test_actions_as_unity_environment_writes_them() -> None:
     got = protocol.actions(mixed, 3, hybrid)
     assert np.array_equal(got.continuous, [[0.0], [0.5], [1.0]])
     assert np.array_equal(got.discrete, [[0, 1], [1, 1], [2, 1]])
-    none = protocol.actions(mixed.__class__(), 0, hybrid)
+    none = protocol.actions(UnityRLInputProto.ListAgentActionProto(), 0, hybrid)
     assert none.continuous.shape == (0, 1) and none.discrete.shape == (0, 2)
 
 
