@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,12 @@ from meta.config import Config
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 log = logging.getLogger("meta")
+VERBOSE = False
+
+
+def _hydra_verbose() -> bool:
+    """Whether `hydra.verbose` was set for this run."""
+    return HydraConfig.initialized() and bool(HydraConfig.get().verbose)
 
 
 def register_configs() -> None:
@@ -36,7 +43,9 @@ def one_line(error: BaseException) -> str:
 
 
 def fail(program: str, error: BaseException | str, code: int = 2) -> None:
-    """Print `program: error: ...` on one line and exit non-zero."""
+    """Print `program: error: ...` on one line and exit non-zero (the traceback too if verbose)."""
+    if (VERBOSE or _hydra_verbose()) and sys.exc_info()[0] is not None:
+        traceback.print_exc()
     message = error if isinstance(error, str) else one_line(error)
     print(f"{program}: error: {message}", file=sys.stderr)
     raise SystemExit(code)
@@ -68,34 +77,65 @@ def run_id_of(cfg: DictConfig) -> str:
 
 def _train(cfg: DictConfig) -> None:
     from meta.observe.console import log_to, run_console
-    from meta.trainer import MetaTrainer, plan
+    from meta.run.interrupt import install_sigterm
+    from meta.trainer import plan, session
 
+    install_sigterm()
     console = run_console()
     log_to(console)
     run_id = run_id_of(cfg)
     try:
+        cfg, changes = _in_force(cfg, run_id)
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
         _set_threads(config)
         checked = plan(config, run_id)
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, RuntimeError) as error:  # the input, and nothing written yet
         fail("meta-train", error)
     resolved = {str(k): v for k, v in OmegaConf.to_container(cfg, resolve=True).items()}  # type: ignore[union-attr]
     resolved["run_id"] = run_id
-    trainer = MetaTrainer(checked, OmegaConf.to_yaml(resolved), resolved, console)
     try:
-        run_dir = trainer.run()
-    except KeyboardInterrupt:
-        trainer.close()
-        fail(
-            "meta-train",
-            f"interrupted; {trainer.run_dir} holds meta-steps 0..{trainer.meta_step - 1}"
-            f". Resume with: meta-train run_id={run_id} resume=true",
-            130,
-        )
+        run_dir = session.run(checked, OmegaConf.to_yaml(resolved), resolved, console, changes)
+    except session.Stopped as stopped:
+        fail("meta-train", str(stopped), stopped.code)
     print(
         f"meta-train: done. Results in {run_dir} (final weights {run_dir / 'Brain.pt'}; "
         f"meta-steps in {run_dir / 'meta_steps.csv'}; tensorboard --logdir {run_dir})"
     )
+
+
+def _in_force(cfg: DictConfig, run_id: str) -> tuple[DictConfig, dict[str, tuple[Any, Any]]]:
+    """The configuration to run: on resume the run's own, with the changes it may take."""
+    if not cfg.resume:
+        return cfg, {}
+    from meta.run.configuration import reconcile
+    from meta.run.directory import CONFIG_FILE
+
+    path = Path(str(cfg.results_dir)) / run_id / CONFIG_FILE
+    if not path.is_file():
+        return cfg, {}  # the run directory rules name what is missing
+    saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    given = OmegaConf.to_container(cfg, resolve=True)
+    overrides = list(HydraConfig.get().overrides.task)
+    merged, changes = reconcile(saved, given, _touched(overrides))  # type: ignore[arg-type]
+    merged.update(run_id=run_id, resume=True, force=False, results_dir=cfg.results_dir)
+    merged.pop("hydra", None)
+    schema = OmegaConf.structured(Config)
+    return OmegaConf.merge(schema, merged), changes  # type: ignore[return-value]
+
+
+def _touched(overrides: list[str]) -> set[str]:
+    """Config keys the overrides set: named ones, and those a group or experiment changes."""
+    from hydra import compose
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from meta.run.configuration import flatten
+
+    mine = [o for o in overrides if not o.lstrip("+~").startswith("hydra")]
+    parsed = OverridesParser.create().parse_overrides(mine)
+    keys = {o.key_or_group.replace("/", ".") for o in parsed}
+    base = flatten(OmegaConf.to_container(compose("config"), resolve=True))  # type: ignore[arg-type]
+    full = flatten(OmegaConf.to_container(compose("config", mine), resolve=True))  # type: ignore[arg-type]
+    return keys | {key for key, value in full.items() if base.get(key) != value}
 
 
 def _set_threads(config: Config) -> None:
@@ -110,10 +150,26 @@ def _hydra(task: Any) -> Any:
 
 
 def train_main() -> None:
-    """`meta-train [overrides]`."""
-    register_configs()
-    precheck("meta-train", sys.argv[1:])
-    _hydra(_train)()
+    """`meta-train [--verbose] [overrides]`."""
+    from meta.run.interrupt import Terminated, install_sigterm
+
+    install_sigterm()
+    _take_verbose()
+    try:
+        register_configs()
+        precheck("meta-train", sys.argv[1:])
+        _hydra(_train)()
+    except (KeyboardInterrupt, Terminated) as error:  # before the run started
+        code = 143 if isinstance(error, Terminated) else 130
+        fail("meta-train", "interrupted before the run started; nothing was written", code)
+
+
+def _take_verbose() -> None:
+    """`--verbose` (ours, not Hydra's): print the traceback of an error before its line."""
+    global VERBOSE
+    if "--verbose" in sys.argv[1:]:
+        sys.argv.remove("--verbose")
+        VERBOSE = True
 
 
 EVAL_KEYS = ("run_id", "results_dir", "seed", "torch_device", "torch_threads", "eval", "hydra")

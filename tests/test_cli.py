@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -108,8 +111,20 @@ def test_ctrl_c_leaves_the_last_completed_meta_step_and_says_how_to_resume(
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
-    assert "resume=true" in err and "run_id=stop" in err
-    resumed = meta_train(
-        *TINY, "meta.steps=200", "run_id=stop", "resume=true", "meta.steps=3", cwd=tmp_path
-    )
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    done = int(re.search(r"holds meta-steps 0\.\.(\d+)", err)[1]) + 1  # type: ignore[index]
+    command = shlex.split(err.split("Resume with: ")[1])
+    assert command[:3] == ["meta-train", "run_id=stop", "resume=true"], command
+    # as printed, with one change the README allows: two more meta-steps instead of 200
+    resumed = meta_train(*command[1:], f"meta.steps={done + 2}", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
+    history = json.loads(
+        (tmp_path / "results/stop/run_logs/configuration_history.json").read_text()
+    )
+    assert history == [
+        {
+            "meta_step": done,
+            "time": history[0]["time"],
+            "changes": {"meta.steps": {"from": 200, "to": done + 2}},
+        }
+    ]

@@ -103,6 +103,17 @@ class StatsReporter:
         for writer in self.writers:
             writer.write_rows(table, rows)
 
+    def restore_rows(self, table: str, meta_step: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Make `table`'s CSV end with `meta_step`'s `rows`, as the checkpoint's journal holds them.
+
+        A kill between a meta-step's commit and its CSV rows loses the rows; a resume puts them
+        back from the checkpoint (and drops any of them written already, so none is doubled).
+        """
+        for writer in self.writers:
+            if isinstance(writer, CSVWriter) and writer.table == table:
+                writer.truncate_after(meta_step - 1)
+                writer.write_rows(table, rows)
+
     def close(self) -> None:
         """Close every writer (all of them, even if one fails; the first error is re-raised)."""
         errors: list[Exception] = []

@@ -12,6 +12,8 @@ from typing import Any, BinaryIO
 
 import torch
 
+from meta.run import faults
+
 StrPath = str | os.PathLike[str]
 
 
@@ -51,14 +53,21 @@ def _atomic_write(path: StrPath, write: Callable[[BinaryIO], Any], durable: bool
     Atomic either way (a crash leaves the old file or the new one); `durable` also fsyncs the
     file and its directory, so the new file survives a power loss too (about 8 ms a file here).
     """
-    with atomic_path(path, durable) as tmp:
-        # O_EXCL: never follow or clobber a stray file; 0o666 lets the umask decide the mode.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
+    try:
+        faults.check_disk(str(path))
+        with atomic_path(path, durable) as tmp:
+            # O_EXCL: never follow or clobber a stray file; 0o666 lets the umask decide the mode.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+            with os.fdopen(os.open(tmp, flags, 0o666), "wb") as f:
+                write(f)
+                f.flush()
+                if durable:
+                    os.fsync(f.fileno())
+    except OSError as error:
+        if error.errno is None:
+            raise
+        # A failed write names no file, or the temporary one: name the file being replaced.
+        raise OSError(error.errno, error.strerror, str(path)) from error
 
 
 def atomic_write_bytes(path: StrPath, data: bytes, durable: bool = True) -> None:

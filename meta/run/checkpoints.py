@@ -26,12 +26,15 @@ from typing import Any
 import torch
 
 from envs.constants import BEHAVIOR_NAME
+from meta.run import faults
 from meta.run.atomic import StrPath, atomic_path, atomic_write_bytes, torch_bytes
 from meta.run.status import CheckpointEntry, TrainingStatus
 
 logger = logging.getLogger(__name__)
 
 LATEST = "checkpoint.pt"
+STATUS_KEY = "training_status"
+"""Where a checkpoint carries the training status of the meta-step it commits."""
 
 
 def _first_line(error: BaseException) -> str:
@@ -82,6 +85,8 @@ class CheckpointManager:
         self.status = status
         self.behavior = behavior
         self.keep_checkpoints = keep_checkpoints
+        self.committed: int | None = None
+        """Meta-steps in the last checkpoint this manager committed (None: none yet)."""
 
     @property
     def latest_path(self) -> Path:
@@ -105,12 +110,13 @@ class CheckpointManager:
         steps: int,
         kept: bool = True,
     ) -> CheckpointEntry | None:
-        """Write the latest (and, if `kept`, a kept) checkpoint, prune, set meta_step, save status.
+        """Commit a meta-step: its state, with the status it leaves, replaces `checkpoint.pt`.
 
-        Files are written before the status, so the status never names a file not yet on disk.
+        The replace of `checkpoint.pt` is the commit: the kept copy is written before it, and
+        `training_status.json` (whose content the state carries under STATUS_KEY, so a resume
+        restores it whichever of the two writes a kill fell between) and pruning come after.
         """
         kept = kept and self.keep_checkpoints > 0
-        data = torch_bytes(state)
         entry = CheckpointEntry(
             steps=int(steps),
             file_path=self._relative(self.kept_path(meta_step)),
@@ -118,13 +124,19 @@ class CheckpointManager:
             creation_time=time.time(),
         )
         if kept:
-            atomic_write_bytes(self.kept_path(meta_step), data, self.status.durable)
-        atomic_write_bytes(self.latest_path, data, self.status.durable)
-        if kept:
             self.status.add_checkpoint(self.behavior, entry)
         self.status.set(self.behavior, "meta_step", int(meta_step))
         pruned = self._prune()
+        data = torch_bytes({**state, STATUS_KEY: self.status.to_dict()})
+        faults.at("before_kept", meta_step - 1)
+        if kept:
+            atomic_write_bytes(self.kept_path(meta_step), data, self.status.durable)
+        faults.at("before_commit", meta_step - 1)
+        atomic_write_bytes(self.latest_path, data, self.status.durable)
+        self.committed = int(meta_step)
+        faults.at("after_commit", meta_step - 1)
         self.status.save()
+        faults.at("after_status", meta_step - 1)
         for path in pruned:
             path.unlink(missing_ok=True)
         return entry if kept else None

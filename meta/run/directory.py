@@ -11,12 +11,15 @@ import torch
 
 from envs.constants import BEHAVIOR_NAME
 from meta.config import Config
-from meta.run.checkpoints import LATEST, load_checkpoint
+from meta.run.atomic import atomic_write_text
+from meta.run.checkpoints import LATEST, STATUS_KEY, CheckpointError, load_checkpoint
 from meta.run.status import TrainingStatus
 
 STATUS_FILE = Path("run_logs") / "training_status.json"
 TIMERS_FILE = Path("run_logs") / "timers.json"
 CONFIG_FILE = "configuration.yaml"
+RESUME_KEYS = ("theta", "meta_step", "env_steps", "task_counts", "parameters")
+"""What Brain/checkpoint.pt must hold for a run to resume from it."""
 
 
 class RunError(ValueError):
@@ -53,6 +56,18 @@ def latest_weights(results_dir: str, run_id: str) -> dict[str, torch.Tensor]:
     )
 
 
+def resume_state(run_dir: Path) -> dict[str, Any]:
+    """The state of the run's last committed meta-step; CheckpointError if it is not one."""
+    path = run_dir / BEHAVIOR_NAME / LATEST
+    state = load_checkpoint(path)
+    missing = [key for key in (*RESUME_KEYS, STATUS_KEY) if key not in state]
+    if missing:
+        raise CheckpointError(
+            f"{path}: not a meta-train checkpoint of this version (missing {', '.join(missing)})"
+        )
+    return state
+
+
 def check(cfg: Config, run_id: str) -> None:
     """Refuse, before anything is written, what the run directory cannot do."""
     run_dir = run_path(cfg, run_id)
@@ -60,9 +75,18 @@ def check(cfg: Config, run_id: str) -> None:
     if cfg.resume:
         if not exists:
             raise RunError(f"resume=true but run {run_id!r} does not exist in {cfg.results_dir}")
-        TrainingStatus.load(run_dir / STATUS_FILE)
         if not (run_dir / BEHAVIOR_NAME / LATEST).is_file():
-            raise RunError(f"resume=true but {run_dir / BEHAVIOR_NAME / LATEST} is missing")
+            raise RunError(
+                f"resume=true but {run_dir / BEHAVIOR_NAME / LATEST} is missing: the run has no "
+                "completed meta-step to resume from (start it over with force=true)"
+            )
+        TrainingStatus.load(run_dir / STATUS_FILE)  # a damaged status is refused, not repaired
+        done = int(resume_state(run_dir)["meta_step"])
+        if cfg.meta.steps < done:
+            raise RunError(
+                f"meta.steps={cfg.meta.steps} is below the {done} meta-steps run {run_id!r} "
+                "has completed"
+            )
     elif exists and not cfg.force:
         raise RunError(
             f"run directory {run_dir} already exists: pass resume=true to continue "
@@ -79,15 +103,15 @@ def open_run(cfg: Config, run_id: str, config_yaml: str) -> RunStart:
     run_dir = run_path(cfg, run_id)
     initial = latest_weights(cfg.results_dir, cfg.initialize_from) if cfg.initialize_from else None
     if cfg.resume:
-        status = TrainingStatus.load(run_dir / STATUS_FILE)
-        state = load_checkpoint(run_dir / BEHAVIOR_NAME / LATEST)
+        state = resume_state(run_dir)
+        status = TrainingStatus(run_dir / STATUS_FILE, state.pop(STATUS_KEY))
+        status.save()  # the status of the last commit, whether or not a kill lost its save
+        atomic_write_text(run_dir / CONFIG_FILE, config_yaml)  # with any accepted change
         return RunStart(run_dir, status, state, None)
     if cfg.force and run_dir.exists():
         shutil.rmtree(run_dir)
     (run_dir / "run_logs").mkdir(parents=True, exist_ok=True)
     (run_dir / BEHAVIOR_NAME).mkdir(exist_ok=True)
-    from meta.run.atomic import atomic_write_text
-
     atomic_write_text(run_dir / CONFIG_FILE, config_yaml)
     status = TrainingStatus.new(run_dir / STATUS_FILE)
     status.save()

@@ -1,10 +1,10 @@
 """The run's lock: one live process per run directory, its holder named, a dead one replaced.
 
 An advisory `fcntl.flock` on `<results_dir>/.<run_id>.lock`, a file beside the run directory
-(inside it, `force=true` would delete the lock together with the directory it guards). The
-kernel releases the lock when its holder dies however it dies; the file keeps the holder's pid,
-host and start time, so a second process can name the holder, and a process that finds a
-record left by a dead holder says that it takes the run over.
+(inside it, `force=true` would delete the lock together with the directory it guards), removed
+again when the run ends. The kernel releases the lock when its holder dies however it dies; the
+file keeps the holder's pid, host and start time, so a second process can name the holder, and
+a process that finds the file of a dead holder says that it takes the run over.
 """
 
 from __future__ import annotations
@@ -48,15 +48,19 @@ class RunLock:
         if self._fd is not None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _describe(_read(fd))
-            os.close(fd)
-            raise RunLocked(
-                f"run {self.run_id!r} is in use by {holder}; wait for it to finish or stop it"
-            ) from None
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _describe(_read(fd))
+                os.close(fd)
+                raise RunLocked(
+                    f"run {self.run_id!r} is in use by {holder}; wait for it to finish or stop it"
+                ) from None
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # its holder removed the file as we opened it: lock the new one
         previous = _read(fd)
         if previous:
             logger.warning(
@@ -70,12 +74,12 @@ class RunLock:
         self._fd = fd
 
     def release(self) -> None:
-        """Clear the holder's record and unlock (the file stays: it may be waited on)."""
+        """Remove the lock file, then unlock (a process waiting on it retries on a new one)."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
         try:
-            os.ftruncate(fd, 0)
+            self.path.unlink(missing_ok=True)
         finally:
             os.close(fd)  # closing the descriptor releases the flock
 
@@ -90,6 +94,14 @@ class RunLock:
         trace: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def _read(fd: int) -> dict[str, object]:

@@ -12,6 +12,8 @@ from meta.algorithm.ppo.train import SUCCESS_STAT, Hyper, InnerResult
 from meta.algorithm.reptile import Task, Weights, distance
 
 LESSON_PREFIX = "lesson/"
+JOURNAL = "journal"
+"""Where a checkpoint carries its meta-step's table rows, to restore any that a kill lost."""
 REWARD = "Environment/Cumulative Reward"
 UPDATE_KEYS = (
     "Losses/Policy Loss",
@@ -37,6 +39,17 @@ def nanmean(values: Iterable[float]) -> float:
     """Mean of the finite values; NaN (without a warning) when there are none."""
     finite = [float(v) for v in values if v == v]
     return float(np.mean(finite)) if finite else float("nan")
+
+
+def plain(value: Any) -> Any:
+    """Rows as Python primitives (what `torch.load(weights_only=True)` reads back)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
+    return value
 
 
 def extra_columns(lesson_names: Iterable[str]) -> list[str]:

@@ -65,8 +65,8 @@ def current_metadata() -> dict[str, str]:
     """Return the metadata block written on every save."""
     return {
         "stats_format_version": STATUS_FORMAT_VERSION,
-        "mlagents_version": mlagents_envs.__version__,
-        "torch_version": torch.__version__,
+        "mlagents_version": str(mlagents_envs.__version__),
+        "torch_version": str(torch.__version__),
     }
 
 

@@ -78,12 +78,12 @@ class EnvPool:
             env.close()
 
     def crash_types(self) -> tuple[type[BaseException], ...]:
-        """Exceptions that mean a build died (and can be restarted)."""
+        """Exceptions that mean a build died or could not start (and can be relaunched)."""
         if self.cfg.backend != "unity":
             return ()
-        from envs.backend.unity_env import BuildCrashed
+        from envs.backend.worker import BuildError
 
-        return (BuildCrashed,)
+        return (BuildError,)  # a build that fails to launch counts as a crash too
 
     def restart_all(self) -> None:
         """Drop every build; each is relaunched when next asked for."""

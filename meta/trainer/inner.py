@@ -17,6 +17,10 @@ from meta.trainer.preflight import Plan
 log = logging.getLogger(__name__)
 
 
+class BuildsExhausted(RuntimeError):
+    """Builds crashed more often than env.max_restarts allows (one line)."""
+
+
 class InnerTrainings:
     """Draws each meta-step's tasks and trains them from theta; counts restarts of builds."""
 
@@ -48,7 +52,7 @@ class InnerTrainings:
             except crash_types as crash:
                 self.restarts += 1
                 if self.restarts > self.cfg.env.max_restarts:
-                    raise RuntimeError(
+                    raise BuildsExhausted(
                         f"builds crashed {self.restarts} times (env.max_restarts="
                         f"{self.cfg.env.max_restarts}); last: {crash}"
                     ) from crash

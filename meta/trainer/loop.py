@@ -14,17 +14,26 @@ from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
 from meta.algorithm.ppo.train import InnerResult, policy_for
 from meta.observe.progress import Progress
-from meta.observe.reporter import StatsReporter, build_reporter, new_wandb_id
+from meta.observe.reporter import (
+    INNER_UPDATES_TABLE,
+    META_STEPS_TABLE,
+    StatsReporter,
+    build_reporter,
+    new_wandb_id,
+)
 from meta.observe.timers import RunTimers
+from meta.run import faults
 from meta.run.checkpoints import CheckpointManager
 from meta.run.directory import TIMERS_FILE, RunStart, open_run
 from meta.run.export import export_actor
 from meta.run.interrupt import deferred_interrupt
 from meta.run.records import (
+    JOURNAL,
     UPDATE_KEYS,
     MetaStep,
     extra_columns,
     nanmean,
+    plain,
     rows,
     scalars,
     update_rows,
@@ -46,6 +55,7 @@ class MetaTrainer:
         console: Console | None = None,
     ) -> None:
         self.plan, self.cfg, self.console = plan, plan.cfg, console
+        self._closed = False
         start: RunStart = open_run(self.cfg, plan.run_id, config_yaml)
         self.run_dir: Path = start.run_dir
         self.status = start.status
@@ -58,7 +68,11 @@ class MetaTrainer:
         self.inner = InnerTrainings(plan, self.timers)
         self.last_reward: float | None = None
         self._initial_state(start)
+        self.start_step = self.meta_step
         self.reporter = self._reporter(config_dict, resumed=start.resume_state is not None)
+        if start.resume_state is not None:
+            for name, table_rows in start.resume_state[JOURNAL].items():
+                self.reporter.restore_rows(name, self.meta_step - 1, table_rows)
 
     def _reporter(self, config_dict: dict[str, Any], resumed: bool) -> StatsReporter:
         logger = self.cfg.logger
@@ -100,14 +114,20 @@ class MetaTrainer:
         theta = policy_for(env, self.cfg.network, seed=self.cfg.seed).state_dict()
         self.plan.pool.release(env)
         if start.initial_weights is not None:
-            differing = set(theta) ^ set(start.initial_weights)
-            if differing:
+            mismatch = reptile.mismatch(theta, start.initial_weights)
+            if mismatch:
                 raise ValueError(
-                    f"initialize_from={self.cfg.initialize_from}: weights do not match "
-                    f"this network (differing keys: {sorted(differing)[:3]})"
+                    f"initialize_from={self.cfg.initialize_from}: its weights do not fit this "
+                    f"network ({mismatch})"
                 )
             theta = start.initial_weights
         self.theta = {k: v.detach().clone() for k, v in theta.items()}
+
+    @property
+    def committed(self) -> int:
+        """Meta-steps the run directory holds: the last commit, or where the run resumed."""
+        done = self.checkpoints.committed
+        return self.start_step if done is None else done
 
     def run(self) -> Path:
         """Train until meta.steps; returns the run directory."""
@@ -129,6 +149,7 @@ class MetaTrainer:
             tasks = self.inner.tasks(rng, env_params)
         hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, k)
         outer_lr = reptile.outer_step_size(cfg.meta, k)
+        faults.at("inner_training", k)
         results = self.inner.train(k, self.theta, tasks, hyper)
         with self.timers.scope("interpolate"):
             new_theta = self._outer_update(results, outer_lr)
@@ -177,7 +198,7 @@ class MetaTrainer:
             )
 
     def _commit(self, step: MetaStep, new_theta: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
-        """Apply and persist a finished meta-step: checkpoint and status, then the writers."""
+        """Commit a finished meta-step whole (its checkpoint holds its rows), then the writers."""
         table = rows(step, self.theta, self.env_steps)
         self.theta, self.meta_step = new_theta, step.index + 1
         self.env_steps += int(sum(r.stats["steps"] for r in step.results))
@@ -186,12 +207,16 @@ class MetaTrainer:
             self.task_counts[row["task"]] = self.task_counts.get(row["task"], 0) + 1
         reward = nanmean(r["mean_reward"] for r in table)
         self.last_reward = None if reward != reward else reward
+        journal = {META_STEPS_TABLE: plain(table)}
+        if self.cfg.logger.per_update_csv:
+            journal[INNER_UPDATES_TABLE] = plain(update_rows(step, table))
         state = {
             "theta": self.theta,
             "meta_step": self.meta_step,
             "env_steps": self.env_steps,
             "task_counts": dict(self.task_counts),
             "parameters": self.plan.parameters.state_dict(),
+            JOURNAL: journal,
         }
         for name, lesson in self.plan.parameters.lesson_nums().items():
             self.status.set_lesson_num(name, lesson)
@@ -203,10 +228,11 @@ class MetaTrainer:
                 self.meta_step, state, self.last_reward, self.env_steps, kept=kept
             )
         with self.timers.scope("write_stats"):
-            self.reporter.write_rows("meta_steps", table)
-            if self.cfg.logger.per_update_csv:
-                self.reporter.write_rows("inner_updates", update_rows(step, table))
+            for name, table_rows in journal.items():
+                self.reporter.write_rows(name, table_rows)
+            faults.at("after_rows", step.index)
             self.reporter.write(step.index, self.env_steps, scalars(step, table, self.task_counts))
+            faults.at("after_writers", step.index)
         return table
 
     def finish(self) -> None:
@@ -224,7 +250,12 @@ class MetaTrainer:
         export_actor(self.checkpoints, policy)
 
     def close(self) -> None:
-        """Write timers, close writers and builds (also after an interruption)."""
-        self.timers.write(self.run_dir / TIMERS_FILE)
-        self.reporter.close()
-        self.plan.pool.close()
+        """Write timers, close writers and builds (also after an interruption); once."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.timers.write(self.run_dir / TIMERS_FILE)
+            self.reporter.close()
+        finally:
+            self.plan.pool.close()

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
+from meta.algorithm.ppo.train import policy_for
 from meta.config import Config
 from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
-from meta.run.directory import check
+from meta.run.directory import check, latest_weights
 from meta.runtime.envpool import EnvPool
 
 
@@ -35,4 +36,21 @@ def plan(cfg: Config, run_id: str) -> Plan:
         raise ValueError("meta=joint splits areas across tasks and needs env.backend=native")
     pool.check([t.name for t in cfg.meta.tasks])
     check(cfg, run_id)
+    if cfg.initialize_from and cfg.env.backend == "native":
+        _check_initial_weights(cfg)
     return Plan(cfg, run_id, sampler, parameters, pool)
+
+
+def _check_initial_weights(cfg: Config) -> None:
+    """initialize_from's weights must fit this network (builds are checked once launched)."""
+    import envs
+
+    env = envs.make(cfg.meta.tasks[0].name)
+    fresh = policy_for(env, cfg.network).state_dict()
+    env.close()
+    mismatch = reptile.mismatch(fresh, latest_weights(cfg.results_dir, str(cfg.initialize_from)))
+    if mismatch:
+        raise ValueError(
+            f"initialize_from={cfg.initialize_from}: its weights do not fit this network "
+            f"({mismatch})"
+        )

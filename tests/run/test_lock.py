@@ -63,15 +63,15 @@ def test_a_killed_holder_is_taken_over_with_a_warning(
     assert f"pid {holder.pid}" in caplog.text and "no longer running" in caplog.text
 
 
-def test_release_clears_the_record_so_the_next_holder_does_not_warn(
+def test_release_removes_the_file_so_the_next_holder_does_not_warn(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with RunLock(tmp_path, "run"):
         assert str(os.getpid()) in lock_path(tmp_path, "run").read_text()
-    assert lock_path(tmp_path, "run").read_text() == ""
+    assert not lock_path(tmp_path, "run").exists()
     with caplog.at_level(logging.WARNING), RunLock(tmp_path, "run"):
         pass
-    assert caplog.text == ""
+    assert caplog.text == "" and list(tmp_path.iterdir()) == []
 
 
 def test_the_lock_lives_beside_the_run_directory(tmp_path: Path) -> None:

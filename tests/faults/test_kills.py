@@ -1,0 +1,84 @@
+"""Kills at every step of a meta-step's commit and at random instants, then resume."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from faultkit import RUN, TRIALS, Reference, finish, resume_until_done, run, start
+
+from meta.run.faults import POINTS
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_kill_at_each_point_of_a_meta_step_resumes_bitwise(
+    point: str, reference: Reference, scratch: Path
+) -> None:
+    code, _ = run(scratch, *RUN, "run_id=k", fault=f"{point}@1")
+    assert code == -signal.SIGKILL
+    code, err = resume_until_done(scratch, "k")
+    assert code == 0, err
+    assert reference.matches(scratch / "results" / "k")
+
+
+@pytest.mark.parametrize("trial", range(TRIALS))
+def test_a_kill_at_a_random_instant_resumes_bitwise(
+    trial: int,
+    reference: Reference,
+    scratch: Path,
+    wait_for: Callable[[Callable[[], bool], float], None],
+) -> None:
+    delay = random.Random(trial).uniform(0.0, 4.0)
+    proc = start(scratch, *RUN, "run_id=r")
+    status = scratch / "results" / "r" / "run_logs" / "training_status.json"
+    wait_for(status.exists, 120)  # the interpreter is up and the run has begun
+    try:
+        proc.wait(timeout=delay)
+    except Exception:
+        proc.send_signal(signal.SIGKILL)
+    finish(proc)
+    if (scratch / "results" / "r" / "Brain" / "checkpoint.pt").exists():
+        code, err = resume_until_done(scratch, "r")
+    else:  # killed before the first commit: nothing to resume, the run starts over
+        code, err = run(scratch, *RUN, "run_id=r", "force=true")
+    assert code == 0, err
+    assert reference.matches(scratch / "results" / "r")
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_and_sigterm_stop_cleanly_and_resume_bitwise(
+    sig: signal.Signals,
+    code: int,
+    reference: Reference,
+    scratch: Path,
+    wait_for: Callable[[Callable[[], bool], float], None],
+) -> None:
+    proc = start(scratch, *RUN, "run_id=s")
+    checkpoint = scratch / "results" / "s" / "Brain" / "checkpoint.pt"
+    wait_for(checkpoint.exists, 120)
+    proc.send_signal(sig)
+    returncode, err = finish(proc)
+    if returncode == 0:
+        pytest.skip("the run ended before the signal arrived")
+    assert returncode == code
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "Resume with: meta-train run_id=s resume=true" in err
+    resumed, err = resume_until_done(scratch, "s")
+    assert resumed == 0, err
+    assert reference.matches(scratch / "results" / "s")
+
+
+def test_ctrl_c_during_start_up_is_one_line_without_a_resume_command(scratch: Path) -> None:
+    proc = start(scratch, *RUN, "run_id=early")
+    time.sleep(1.0)  # imports are under way, nothing is trained yet
+    proc.send_signal(signal.SIGINT)
+    returncode, err = finish(proc)
+    assert returncode in (130, -signal.SIGINT), err  # -SIGINT: before Python's own handler
+    assert "Traceback" not in err and "Resume with" not in err, err
+    assert err.count("\n") <= 1, err

@@ -1,0 +1,135 @@
+"""What a run refuses in one line, changing nothing: drift on resume, corrupt files, full disks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from faultkit import RUN, Reference, run, snapshot
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A completed run to resume or damage (copied per test)."""
+    cwd = tmp_path_factory.mktemp("finished")
+    code, err = run(cwd, *RUN, "run_id=done")
+    assert code == 0, err
+    return cwd
+
+
+@pytest.fixture
+def copy(finished: Path, tmp_path: Path) -> Path:
+    """A private copy of the finished run's working directory."""
+    subprocess.run(["cp", "-a", f"{finished}/.", str(tmp_path)], check=True)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("seed=6", "seed (5 -> 6)"),
+        ("ppo.learning_rate=0.001", "ppo.learning_rate"),
+        ("env.num_areas=8", "env.num_areas (16 -> 8)"),
+        ("network.hidden_units=64", "network.hidden_units (32 -> 64)"),
+        ("env=unity", "env.backend (native -> unity)"),
+    ],
+)
+def test_drift_on_resume_is_refused_naming_the_key(override: str, named: str, copy: Path) -> None:
+    before = snapshot(copy / "results")
+    code, err = run(copy, "run_id=done", "resume=true", "meta.steps=6", override)
+    assert code == 2 and err.count("\n") == 1 and named in err, err
+    assert snapshot(copy / "results") == before
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _foreign(path: Path) -> None:
+    torch.save({"state": Path("x")}, path)  # a pickle that weights_only refuses
+
+
+def _missing_keys(path: Path) -> None:
+    state = torch.load(path, weights_only=True)
+    del state["parameters"]
+    torch.save(state, path)
+
+
+def _bad_status(path: Path) -> None:
+    (path.parent.parent / "run_logs" / "training_status.json").write_text("{not json")
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        (_truncate, "corrupt checkpoint"),
+        (lambda p: p.write_bytes(b""), "corrupt checkpoint"),
+        (_foreign, "weights_only"),
+        (_missing_keys, "missing parameters"),
+        (_bad_status, "invalid JSON"),
+    ],
+)
+def test_a_damaged_run_is_refused_in_one_line_and_not_overwritten(
+    damage: object, named: str, copy: Path
+) -> None:
+    checkpoint = copy / "results" / "done" / "Brain" / "checkpoint.pt"
+    damage(checkpoint)  # type: ignore[operator]
+    before = snapshot(copy / "results")
+    code, err = run(copy, "run_id=done", "resume=true", "meta.steps=6")
+    assert code == 2 and err.count("\n") == 1 and named in err, err
+    assert "Traceback" not in err
+    assert snapshot(copy / "results") == before
+
+
+def test_verbose_shows_the_traceback(copy: Path) -> None:
+    _truncate(copy / "results" / "done" / "Brain" / "checkpoint.pt")
+    code, err = run(copy, "--verbose", "run_id=done", "resume=true", "meta.steps=6")
+    assert code == 2 and "Traceback" in err and "corrupt checkpoint" in err.splitlines()[-1]
+
+
+def test_a_full_disk_fault_names_the_file_and_the_last_good_meta_step(
+    reference: Reference, tmp_path: Path
+) -> None:
+    code, err = run(tmp_path, *RUN, "run_id=full", fault="disk_full@2")
+    assert code == 1 and err.count("\n") == 1, err
+    assert "no space left on device writing" in err and "holds meta-steps 0..1" in err, err
+    code, err = run(tmp_path, "run_id=full", "resume=true")
+    assert code == 0, err
+    assert reference.matches(tmp_path / "results" / "full")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs, full after the first meta-step; skipped where mounting is not allowed."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0 or os.geteuid() != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_really_full_disk_is_one_line_and_resumes_elsewhere(
+    reference: Reference, small_disk: Path, tmp_path: Path
+) -> None:
+    code, err = run(tmp_path, *RUN, "run_id=tight", f"results_dir={small_disk}")
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "no space left on device writing" in err and str(small_disk) in err, err
+    if "holds meta-steps" not in err:
+        return  # the disk filled before the first commit: nothing to resume, and it says so
+    (tmp_path / "results").mkdir()
+    subprocess.run(["cp", "-a", str(small_disk / "tight"), str(tmp_path / "results")], check=True)
+    code, err = run(tmp_path, "run_id=tight", "resume=true")
+    assert code == 0, err
+    assert reference.matches(tmp_path / "results" / "tight")
