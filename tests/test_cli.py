@@ -42,6 +42,13 @@ def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         ("meta.outer_lr=1.5", "meta.outer_lr must be in (0, 1]"),
         ("resume=true", "does not exist"),
         ("initialize_from=ghost", "has no weights"),
+        ("meta.tasks=[{name:FindTarget,weight:inf}]", "weight must be a finite number"),
+        ("meta.tasks=[{name:FindTarget,params:{motor_rotation:[90,10]}}]", "is reversed"),
+        ("meta.tasks=[{name:FindTarget,params:{agent_speed:-1}}]", "agent_speed=-1 is outside"),
+        ("meta.tasks=[{name:FindTarget,params:{motor_rotation:[1,2,3]}}]", "got 3 values"),
+        ("meta.tasks=[{name:FindTarget,params:{motor_rotation:left}}]", "expected a number"),
+        ("meta.tasks=[{name:FindTarget,params:{motor_rotation:1e9}}]", "is outside [-180, 180]"),
+        ("ppo.max_steps=256", "ppo.max_steps (256) is below ppo.buffer_size (512)"),
     ],
 )
 def test_bad_input_is_one_line_nonzero_and_writes_nothing(
