@@ -1,4 +1,11 @@
-"""`python experiments/study.py [--smoke] [--config study.yaml]`: meta-train, then meta-eval."""
+"""`python experiments/study.py [--smoke] [--config study.yaml]`: meta-train seeds, then meta-eval.
+
+The meta-training seeds and each seed's joint baseline (meta.algorithm=joint on the same
+configuration, where meta-eval looks for it: <run>/eval/joint) train side by side, at most
+`workers` processes at once; then one meta-eval compares the seeds' starts with scratch and
+with their joint baselines, adapting in `workers` processes. The study's figure and summaries are
+copied to experiments/<name>/ (adaptation.png, steps_to_80.csv, summary.csv).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 HERE = Path(__file__).resolve().parent
+COPIED = ("adaptation.png", "steps_to_80.csv", "summary.csv", "summary_per_seed.csv")
 
 
 def command(script: str, function: str) -> list[str]:
@@ -25,35 +33,71 @@ def command(script: str, function: str) -> list[str]:
 
 def run(script: str, function: str, overrides: list[str]) -> None:
     """Run one stage, echoing it; stop the study if it fails."""
-    print(f"+ {script} {' '.join(overrides)}", flush=True)
+    run_all(script, function, [overrides], 1)
+
+
+def run_all(script: str, function: str, jobs: list[list[str]], workers: int) -> None:
+    """Run one stage per override list, at most `workers` at once; stop if any fails."""
     started = time.perf_counter()
-    done = subprocess.run([*command(script, function), *overrides])
-    if done.returncode != 0:
-        raise SystemExit(done.returncode)
+    waiting, running = list(jobs), []
+    failed = 0
+    while waiting or running:
+        while waiting and len(running) < workers:
+            overrides = waiting.pop(0)
+            print(f"+ {script} {' '.join(overrides)}", flush=True)
+            running.append(subprocess.Popen([*command(script, function), *overrides]))
+        time.sleep(0.2)
+        for process in [p for p in running if p.poll() is not None]:
+            running.remove(process)
+            failed = failed or process.returncode
+    if failed:
+        raise SystemExit(failed)
     print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
 
 
 def main() -> None:
-    """Train unless already trained, then evaluate (the joint baseline is trained by meta-eval)."""
+    """Train the seeds not trained yet, evaluate them together, copy the results."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", type=Path, default=HERE / "study.yaml")
     parser.add_argument("--smoke", action="store_true", help="the same pipeline, tiny")
     options = parser.parse_args()
     study = OmegaConf.load(options.config)
-    run_id, train, evaluate = study.run_id, list(study.train), list(study.eval)
+    name, train, evaluate = str(study.run_id), list(study.train), list(study.eval)
     if options.smoke:
-        run_id = study.smoke.run_id
+        name = str(study.smoke.run_id)
         train += list(study.smoke.train)
         evaluate += list(study.smoke.eval)
-    common = [f"run_id={run_id}", f"results_dir={study.results_dir}"]
-    run_dir = Path(study.results_dir) / run_id
-    if (run_dir / "Brain.pt").is_file():
-        print(f"{run_dir} is trained already; evaluating it")
-    else:
+    seeds, workers = list(study.get("seeds", [0])), int(study.get("workers", 1))
+    ids = [name if len(seeds) == 1 else f"{name}_seed{s}" for s in seeds]
+    results = Path(study.results_dir)
+    runs = [(run_id, str(results), seed, []) for run_id, seed in zip(ids, seeds, strict=True)]
+    runs += [  # the joint baselines, as meta-eval would train them (it reuses them)
+        ("joint", str(results / run_id / "eval"), seed, ["meta.algorithm=joint"])
+        for run_id, seed in zip(ids, seeds, strict=True)
+    ]
+    jobs = []
+    for run_id, parent, seed, extra in runs:
+        run_dir = Path(parent) / run_id
+        if (run_dir / "Brain.pt").is_file():
+            print(f"{run_dir} is trained already")
+            continue
         resume = ["resume=true"] if run_dir.exists() else []
-        run("meta-train", "train_main", [*common, *train, *resume])
-    run("meta-eval", "eval_main", [*common, *evaluate])
-    print(f"study done: {run_dir / 'eval'} (adaptation.png, summary.csv, adaptation.csv)")
+        jobs.append([f"run_id={run_id}", f"results_dir={parent}", f"seed={seed}", *train, *extra])
+        jobs[-1] += resume
+    started = time.perf_counter()
+    run_all("meta-train", "train_main", jobs, workers)
+    out = results / f"{name}_eval"
+    runs = f"eval.run_ids=[{','.join(ids)}]"
+    common = [f"run_id={ids[0]}", f"results_dir={results}", runs, f"eval.workers={workers}"]
+    run("meta-eval", "eval_main", [*common, f"eval.out_dir={out}", *evaluate])
+    wall = time.perf_counter() - started
+    if not options.smoke and study.get("copy_to"):
+        target = HERE / str(study.copy_to)
+        target.mkdir(parents=True, exist_ok=True)
+        for file in COPIED:
+            shutil.copyfile(out / file, target / file)
+        print(f"copied {', '.join(COPIED)} to {target}")
+    print(f"study done in {wall:.0f} s: {out} (adaptation.png, steps_to_80.csv, summary.csv)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, positive
 from meta.evaluation.config import EvalConfig
 
 ALGORITHMS = ("reptile", "joint", "single")
+INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
 
 
@@ -59,6 +60,9 @@ class MetaConfig:
     """Floor of the annealed clip range."""
     split: str = "train"
     """Parameter ranges tasks are drawn from: `train` (meta-training) or `test` (held out)."""
+    inner_optimizer: str = "fresh"
+    """reptile: `fresh` (a new Adam per inner training) or `carry` (Adam's state continues
+    from task to task, as in supervised-reptile); joint and single always carry it."""
 
     @property
     def final_outer_lr(self) -> float:
@@ -82,6 +86,11 @@ class MetaConfig:
             raise ValueError(f"meta.outer_lr_final must be in [0, 1], got {self.outer_lr_final}")
         if not self.tasks:
             raise ValueError("meta.tasks is empty: give at least one task family")
+        if self.inner_optimizer not in INNER_OPTIMIZERS:
+            raise ValueError(
+                f"meta.inner_optimizer: unknown {self.inner_optimizer!r} "
+                f"(use one of {INNER_OPTIMIZERS})"
+            )
         if self.split not in SPLITS:
             raise ValueError(f"meta.split must be 'train' or 'test', got {self.split!r}")
         for i, task in enumerate(self.tasks):
@@ -132,11 +141,9 @@ class CheckpointConfig:
     """Kept checkpoints."""
 
     keep_checkpoints: int = 5
-    """Kept `Brain-<meta_step>.pt` files (older ones are pruned)."""
+    """Kept `Brain-<env_steps>.pt`/`.onnx` pairs, as ML-Agents keeps them (older ones pruned)."""
     checkpoint_interval: int = 10
     """Meta-steps between kept checkpoints (the resumable state is saved every meta-step)."""
-    export_onnx: bool = False
-    """Also write Brain.onnx next to Brain.pt at the end."""
     fsync: bool = False
     """fsync every status and checkpoint write (writes are atomic either way; this also makes
     them survive a power loss, at about 8 ms a file)."""

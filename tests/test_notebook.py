@@ -49,14 +49,48 @@ def test_committed_without_outputs() -> None:
 
 
 @pytest.mark.integration  # nbclient starts a kernel process
+@pytest.mark.parametrize("folder", ["notebooks", "."])
 def test_runs_on_a_tiny_run_with_a_curriculum_and_an_evaluation(
-    tiny_config: Callable[..., Config], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_config: Callable[..., Config],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    folder: str,
 ) -> None:
-    run_dir = train(tiny_config("environment_parameters=arena_curriculum"), "nb")
+    # tmp_path stands for the repository root (results/ under it); the notebook runs from its
+    # own folder and from the root with the same relative run_dir
+    train(tiny_config("environment_parameters=arena_curriculum"), "nb")
     evaluate(plan(tiny_config("run_id=nb", *TINY_EVAL), "nb"))
+    cwd = tmp_path / folder
+    cwd.mkdir(exist_ok=True)
     nb = nbformat.read(NOTEBOOK, as_version=4)
     parameters = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    parameters.source = f"run_dir = {str(run_dir)!r}"
+    assert 'run_dir = "results/' in parameters.source  # the default is relative to the root
+    parameters.source = 'run_dir = "results/nb"\neval_dir = None'
+    client = NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name=kernel(tmp_path, monkeypatch),
+        resources={"metadata": {"path": str(cwd)}},
+    )
+    client.execute()
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    images = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+    assert "no curriculum in this run" not in text and "'arena_size'" in text
+    assert "measurements" in text and "80% success" in text
+    assert images >= 6
+
+
+@pytest.mark.integration  # nbclient starts a kernel process
+def test_shows_per_seed_and_pooled_curves_of_several_runs(
+    tiny_config: Callable[..., Config], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for seed in (0, 1):
+        train(tiny_config("meta.steps=1", f"seed={seed}"), f"s{seed}")
+    runs = ["eval.run_ids=[s0,s1]", "eval.out_dir=${results_dir}/both"]
+    evaluate(plan(tiny_config("run_id=s0", *TINY_EVAL, *runs), "s0"))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    parameters = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    parameters.source = 'run_dir = "results/s0"\neval_dir = "results/both"'
     client = NotebookClient(
         nb,
         timeout=120,
@@ -64,8 +98,8 @@ def test_runs_on_a_tiny_run_with_a_curriculum_and_an_evaluation(
         resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    images = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
-    assert "no curriculum in this run" not in text and "'arena_size'" in text
-    assert "measurements" in text
-    assert images >= 6
+    curves = next(
+        c for c in nb.cells if c.cell_type == "code" and "summary_per_seed.csv" in c.source
+    )
+    text = "".join(o.get("text", "") for o in curves.outputs)
+    assert "steps_to_80" in text and any("image/png" in o.get("data", {}) for o in curves.outputs)

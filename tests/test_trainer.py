@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -42,16 +43,15 @@ def test_run_directory_layout_and_status_format(tiny_config: Factory) -> None:
         "Brain.pt",
     ):
         assert (run_dir / name).is_file(), name
-    kept = sorted(p.name for p in (run_dir / "Brain").glob("Brain-*.pt"))
-    assert kept == ["Brain-3.pt", "Brain-4.pt"]
+    kept = sorted(p.name for p in (run_dir / "Brain").glob("Brain-*"))
+    assert kept == ["Brain-3072.onnx", "Brain-3072.pt", "Brain-4096.onnx", "Brain-4096.pt"]
     status = json.loads((run_dir / "run_logs/training_status.json").read_text())
     assert status["metadata"]["stats_format_version"] == "0.3.0"
     assert {"mlagents_version", "torch_version"} <= set(status["metadata"])
     brain = status["Brain"]
     assert brain["meta_step"] == 4
-    assert [c["file_path"] for c in brain["checkpoints"]] == [
-        "Brain/Brain-3.pt",
-        "Brain/Brain-4.pt",
+    assert [c["file_path"] for c in brain["checkpoints"]] == [  # as ML-Agents writes them
+        (run_dir / "Brain" / f"Brain-{steps}.onnx").as_posix() for steps in (3072, 4096)
     ]
     for entry in [*brain["checkpoints"], brain["final_checkpoint"]]:
         assert set(entry) == {
@@ -181,14 +181,61 @@ def test_initialize_from_missing_run(tiny_config: Factory) -> None:
         plan(tiny_config("initialize_from=ghost"), "child")
 
 
-def test_export_onnx_writes_brain_onnx_or_warns(
+def test_brain_onnx_is_written_beside_brain_pt_or_warns(
     tiny_config: Factory, caplog: pytest.LogCaptureFixture
 ) -> None:
     import importlib.util
 
-    run_dir = train(tiny_config("meta.steps=1", "checkpoint.export_onnx=true"), "onnx")
+    run_dir = train(tiny_config("meta.steps=1"), "onnx")
     if importlib.util.find_spec("onnx") is None:
         assert "ONNX export skipped" in caplog.text
     else:
         assert (run_dir / "Brain.onnx").is_file()
     assert (run_dir / "Brain.pt").is_file()
+
+
+@pytest.mark.parametrize(
+    "overrides", [("meta=joint", "experiment=tiny"), ("meta.inner_optimizer=carry",)]
+)
+def test_carried_optimizer_is_checkpointed_and_resumes_bitwise(
+    tiny_config: Factory, overrides: tuple[str, ...]
+) -> None:
+    # joint (and reptile with inner_optimizer=carry) continue one Adam across meta-steps: its
+    # state is in the checkpoint, so an interrupted run resumes to the same weights.
+    straight = train(tiny_config(*overrides, "meta.steps=3"), "straight")
+    trainer = MetaTrainer(plan(tiny_config(*overrides, "meta.steps=3"), "cut"), "{}", {})
+    trainer.meta_step_once(0)
+    trainer.close()
+    state = torch.load(trainer.run_dir / "Brain/checkpoint.pt", weights_only=True)
+    assert int(max(s["step"] for s in state["optimizer"]["state"].values())) > 0
+    resumed = train(tiny_config(*overrides, "meta.steps=3", "resume=true"), "cut")
+    a, b = weights(straight / "Brain.pt"), weights(resumed / "Brain.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_fresh_inner_optimizer_keeps_no_state_and_carry_changes_training(
+    tiny_config: Factory,
+) -> None:
+    fresh = train(tiny_config("meta.steps=2"), "fresh")
+    assert torch.load(fresh / "Brain/checkpoint.pt", weights_only=True)["optimizer"] is None
+    carry = train(tiny_config("meta.steps=2", "meta.inner_optimizer=carry"), "carry")
+    a, b = weights(fresh / "Brain.pt"), weights(carry / "Brain.pt")
+    assert not all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_joint_is_one_run_its_adam_steps_add_up_and_its_rate_anneals_per_update(
+    tiny_config: Factory,
+) -> None:
+    cfg = tiny_config("meta=joint", "experiment=tiny", "meta.steps=2", "logger.per_update_csv=true")
+    run_dir = train(cfg, "joint")
+    state = torch.load(run_dir / "Brain/checkpoint.pt", weights_only=True)["optimizer"]
+    with (run_dir / "inner_updates.csv").open() as f:
+        updates = list(csv.DictReader(f))
+    minibatches = (cfg.ppo.buffer_size // cfg.ppo.batch_size) * cfg.ppo.num_epoch
+    assert int(next(iter(state["state"].values()))["step"]) == len(updates) * minibatches
+    rates = [float(u["Policy/Learning Rate"]) for u in updates]
+    assert rates[0] == pytest.approx(cfg.ppo.learning_rate)
+    assert all(a > b for a, b in itertools.pairwise(rates))  # no constant chunks
+    assert {"Policy/Approx KL", "Policy/Clip Fraction", "Policy/Explained Variance"} <= set(
+        updates[0]
+    )

@@ -41,6 +41,7 @@ def test_tensorboard_has_one_point_per_meta_step_under_ml_agents_names(
     tags = set(events.Tags()["scalars"])
     assert set(ML_AGENTS_TAGS) <= tags
     assert {"Meta/Outer Learning Rate", "Meta/Weight Delta Norm", "Meta/Success Rate"} <= tags
+    assert {"Policy/Approx KL", "Policy/Clip Fraction", "Policy/Explained Variance"} <= tags
     assert any(t.startswith("Meta/") and t.endswith("/Count") for t in tags)
     for tag in ("Policy/Learning Rate", "Meta/Outer Learning Rate"):
         points = events.Scalars(tag)
@@ -55,6 +56,9 @@ def test_tensorboard_has_one_point_per_meta_step_under_ml_agents_names(
     assert len(updates) == 4 * 2 and {"meta_step", "update", "Losses/Policy Loss"} <= set(
         updates[0]
     )
+    kl = [float(u["Policy/Approx KL"]) for u in updates]
+    clipped = [float(u["Policy/Clip Fraction"]) for u in updates]
+    assert all(k >= 0 for k in kl) and all(0 <= c <= 1 for c in clipped)
 
 
 def test_timers_tree_is_ml_agents_format_and_children_fit_their_parent(

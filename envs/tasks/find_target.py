@@ -65,13 +65,14 @@ FIND_TARGET = Family(
     train_ranges={
         **SHARED_TRAIN_RANGES,
         "target_radius": ((0.8, 1.2),),
-        "goal_x": ((-0.8, -0.3), (0.3, 0.8)),
-        "goal_y": ((-0.8, -0.3), (0.3, 0.8)),
+        # hidden goals: a 3 x 3 grid of patches; the held-out goals lie between them
+        "goal_x": ((-0.8, -0.55), (-0.15, 0.15), (0.55, 0.8)),
+        "goal_y": ((-0.8, -0.55), (-0.15, 0.15), (0.55, 0.8)),
     },
     test_ranges={
         **SHARED_TEST_RANGES,
         "target_radius": ((0.6, 0.8),),
-        "goal_x": ((-0.3, 0.3),),
-        "goal_y": ((-0.3, 0.3),),
+        "goal_x": ((-0.55, -0.15), (0.15, 0.55)),
+        "goal_y": ((-0.55, -0.15), (0.15, 0.55)),
     },
 )

@@ -105,6 +105,30 @@ def sample_tasks(
     return out
 
 
+@dataclass(frozen=True)
+class AdaptJob:
+    """One adaptation: a start on a task with an adaptation seed (picklable, self-contained)."""
+
+    setting: Setting
+    task: EvalTask
+    method: str
+    start: Weights | None
+    """None: a fresh random init (scratch)."""
+    seed: int
+    meta_seed: int = 0
+    """Seed of the meta-training run the start comes from (recorded, not used to adapt)."""
+
+
+def adapt_job(job: AdaptJob) -> list[Measurement]:
+    """Run one job with environments of its own (the same in any process)."""
+    pool = EnvPool(job.setting.run.env)
+    try:
+        rows = adapt(pool, job.setting, job.task, job.method, job.start, job.seed)
+    finally:
+        pool.close()
+    return [replace(row, meta_seed=job.meta_seed) for row in rows]
+
+
 def adapt(
     pool: EnvPool, setting: Setting, job: EvalTask, method: str, start: Weights | None, seed: int
 ) -> list[Measurement]:

@@ -32,3 +32,14 @@ class EvalConfig:
     """Level of the confidence intervals."""
     threshold: float = 0.8
     """Steps-to-threshold: fraction of the best final success a method must reach."""
+    success_target: float = 0.8
+    """steps_to_80.csv: the success IQM (absolute) whose first budget it reports."""
+    run_ids: list[str] = field(default_factory=list)
+    """Meta-training runs evaluated together, one per seed (configurations equal but for
+    `seed`); each gets its own joint baseline. Empty: `run_id` alone."""
+    workers: int = 1
+    """Processes for adaptation jobs and joint baselines (spawned, 1 torch thread each);
+    1: everything in this process. Results are the same for any number."""
+    out_dir: str | None = None
+    """Where the results go; null: <results_dir>/<run_id>/eval for one run, and
+    <results_dir>/eval_<id>+<id>+... for several."""

@@ -3,7 +3,10 @@
 For held-out tasks (each family's `test` ranges) and fresh `train` tasks, inner PPO adapts
 from (a) the run's weights, (b) a random init (scratch) and (c) a `joint` baseline's weights
 (trained here on the run's configuration when not given), and each start is measured after
-every budget of updates. Results go to <run>/eval/: adaptation.csv, summary.csv, adaptation.png.
+every budget of updates. Several meta-training runs (seeds) can be evaluated together, each
+with its own joint baseline; the intervals then resample the meta-training seeds too.
+Results go to <run>/eval/ (or eval.out_dir): adaptation.csv, summary.csv (pooled),
+summary_per_seed.csv, steps_to_80.csv and adaptation.png.
 """
 
 from __future__ import annotations
@@ -12,11 +15,10 @@ import csv
 import io
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -28,49 +30,66 @@ from rich.progress import (
 
 import envs
 from envs.constants import BEHAVIOR_NAME, SPLITS
-from meta.algorithm.ppo.train import policy_for
 from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters
-from meta.evaluation.adapt import EvalTask, Setting, Weights, adapt, sample_tasks
+from meta.evaluation.adapt import AdaptJob, EvalTask, Setting, Weights, adapt_job, sample_tasks
 from meta.evaluation.config import EvalConfig
+from meta.evaluation.executor import Executor, make_executor
 from meta.evaluation.plot import plot
-from meta.evaluation.statistics import Cell, Measurement, summarise
+from meta.evaluation.runs import (
+    JOINT_RUN,
+    JointBaseline,
+    check_loads,
+    check_same,
+    joint_training,
+    joint_weights,
+    load_run,
+)
+from meta.evaluation.statistics import Cell, Measurement, steps_to_target, summarise
 from meta.run.atomic import atomic_write_text
-from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError, latest_weights
+from meta.run.directory import STATUS_FILE, RunError, latest_weights
 from meta.run.status import TrainingStatus
-from meta.runtime.envpool import EnvPool
 
 log = logging.getLogger(__name__)
-EVAL_DIR, JOINT_RUN = "eval", "joint"
-MATCHED = ("seed", "meta", "ppo", "network", "env", "environment_parameters")
+EVAL_DIR = "eval"
+__all__ = ["JOINT_RUN", "EvalConfig", "EvalPlan", "JointBaseline", "evaluate", "plan"]
 
 
 @dataclass
-class JointBaseline:
-    """Where the joint baseline's weights come from, or how meta-eval trains them."""
+class RunStart:
+    """One meta-training run to evaluate: its weights and its joint baseline."""
 
-    results_dir: str
     run_id: str
-    train: Config | None = None
-    """The joint run's configuration when it still has to be trained (or resumed)."""
+    seed: int
+    weights: Weights
+    joint: JointBaseline | None
 
 
 @dataclass
 class EvalPlan:
-    """Everything checked before any work: the run, its weights and the baseline."""
+    """Everything checked before any work: the runs, their weights and baselines, the tasks."""
 
     setting: Setting
-    run_id: str
-    run_dir: Path
-    weights: Weights
-    joint: JointBaseline | None
+    runs: list[RunStart]
     tasks: dict[tuple[str, str], list[EvalTask]]
-    """Tasks per (family, split)."""
+    """Tasks per (family, split), the same for every run."""
+    out_dir: Path
+    """Where the results go."""
 
     @property
-    def out_dir(self) -> Path:
-        """<run>/eval."""
-        return self.run_dir / EVAL_DIR
+    def run_id(self) -> str:
+        """The first run's id."""
+        return self.runs[0].run_id
+
+    @property
+    def weights(self) -> Weights:
+        """The first run's weights."""
+        return self.runs[0].weights
+
+    @property
+    def joint(self) -> JointBaseline | None:
+        """The first run's joint baseline."""
+        return self.runs[0].joint
 
 
 def check_eval(ev: EvalConfig) -> None:
@@ -79,7 +98,14 @@ def check_eval(ev: EvalConfig) -> None:
         raise ValueError("eval.budgets is empty: give adaptation budgets in PPO updates")
     if any(b < 0 for b in ev.budgets):
         raise ValueError(f"eval.budgets must be >= 0, got {list(ev.budgets)}")
-    for name in ("seeds", "tasks_per_family", "buffer_size", "eval_episodes", "bootstrap_samples"):
+    for name in (
+        "seeds",
+        "tasks_per_family",
+        "buffer_size",
+        "eval_episodes",
+        "bootstrap_samples",
+        "workers",
+    ):
         if getattr(ev, name) <= 0:
             raise ValueError(f"eval.{name} must be > 0, got {getattr(ev, name)}")
     if not ev.splits or any(s not in SPLITS for s in ev.splits):
@@ -88,45 +114,50 @@ def check_eval(ev: EvalConfig) -> None:
         raise ValueError(f"eval.confidence must be in (0, 1), got {ev.confidence}")
     if not 0.0 < ev.threshold <= 1.0:
         raise ValueError(f"eval.threshold must be in (0, 1], got {ev.threshold}")
-
-
-def run_config(run_dir: Path, results_dir: str) -> Config:
-    """The run's own configuration.yaml as a Config (its eval section left to meta-eval)."""
-    path = run_dir / CONFIG_FILE
-    if not path.is_file():
-        raise RunError(f"{path} is missing: not a meta-train run directory")
-    raw = OmegaConf.to_container(OmegaConf.load(path))
-    assert isinstance(raw, dict)
-    for key in ("eval", "run_id"):
-        raw.pop(key, None)
-    merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
-    cfg: Config = OmegaConf.to_object(merged)  # type: ignore[assignment]
-    return replace(cfg, results_dir=results_dir, resume=False, force=False)
+    if not 0.0 < ev.success_target <= 1.0:
+        raise ValueError(f"eval.success_target must be in (0, 1], got {ev.success_target}")
+    if len(set(ev.run_ids)) != len(ev.run_ids):
+        raise ValueError(f"eval.run_ids names a run twice: {list(ev.run_ids)}")
 
 
 def plan(cli: Config, run_id: str) -> EvalPlan:
-    """Validate the options, the run, its weights and the baseline; write nothing."""
+    """Validate the options, the runs, their weights and baselines; write nothing."""
     check_eval(cli.eval)
-    if not run_id:
+    ids = list(cli.eval.run_ids) or ([run_id] if run_id else [])
+    if not ids:
         raise ValueError("run_id is required: meta-eval run_id=<run to evaluate>")
-    run_dir = Path(cli.results_dir) / run_id
-    if not run_dir.is_dir():
-        raise RunError(f"run {run_id!r} does not exist in {cli.results_dir}")
-    run = run_config(run_dir, cli.results_dir)
-    weights = latest_weights(cli.results_dir, run_id)
-    _check_loads(run, weights, f"run {run_id!r}")
+    if run_id and cli.eval.run_ids and run_id not in ids:
+        raise ValueError(f"run_id={run_id!r} is not among eval.run_ids={ids}")
+    if len(ids) > 1 and cli.eval.joint_run_id:
+        raise ValueError(
+            "eval.joint_run_id names one baseline; with several eval.run_ids each run's own "
+            "joint baseline is trained (or reused) in <run>/eval/joint"
+        )
+    configs = [load_run(cli.results_dir, i) for i in ids]
+    check_same(configs)
+    run = configs[0][1]
     setting = Setting(run, cli.eval, cli.seed, cli.torch_device)
     parameters = parse_environment_parameters(run.environment_parameters, [BEHAVIOR_NAME])
-    status_path = run_dir / STATUS_FILE
+    status_path = Path(cli.results_dir) / ids[0] / STATUS_FILE
     if status_path.is_file():
         status = TrainingStatus.load(status_path)
         parameters.set_lesson_nums({n: status.lesson_num(n) for n in parameters.lesson_nums()})
-        done = int(status.get(BEHAVIOR_NAME, "meta_step", run.meta.steps))
-        if done < run.meta.steps:
-            log.warning("run %s stopped at meta-step %d of %d", run_id, done, run.meta.steps)
     tasks = sample_tasks(setting, parameters)
     for job in (job for jobs in tasks.values() for job in jobs):
         envs.family(job.task.family).validate(job.task.params)
+    runs = [_run_start(cli, i, cfg) for i, cfg in configs]
+    out = cli.eval.out_dir or (
+        str(Path(cli.results_dir) / ids[0] / EVAL_DIR)
+        if len(ids) == 1
+        else str(Path(cli.results_dir) / f"{EVAL_DIR}_{'+'.join(ids)}")
+    )
+    return EvalPlan(setting, runs, tasks, Path(out))
+
+
+def _run_start(cli: Config, run_id: str, run: Config) -> RunStart:
+    """A run's weights (checked to fit) and its joint baseline."""
+    weights = latest_weights(cli.results_dir, run_id)
+    check_loads(run, weights, f"run {run_id!r}")
     joint = None
     if cli.eval.joint_run_id:
         joint = JointBaseline(cli.results_dir, cli.eval.joint_run_id)
@@ -135,68 +166,12 @@ def plan(cli: Config, run_id: str) -> EvalPlan:
                 f"eval.joint_run_id: run {joint.run_id!r} does not exist in {cli.results_dir}"
             )
         joint_weights = latest_weights(cli.results_dir, cli.eval.joint_run_id)
-        _check_loads(run, joint_weights, f"eval.joint_run_id={cli.eval.joint_run_id!r}")
+        check_loads(run, joint_weights, f"eval.joint_run_id={cli.eval.joint_run_id!r}")
     if run.meta.algorithm == JOINT_RUN:
         joint = None  # the run is itself the joint baseline
     elif joint is None:
-        joint = _joint_training(run, run_dir / EVAL_DIR)
-    return EvalPlan(setting, run_id, run_dir, weights, joint, tasks)
-
-
-def _check_loads(run: Config, weights: Weights, what: str) -> None:
-    """Fail early when weights do not fit the run's network."""
-    env = envs.make(run.meta.tasks[0].name)
-    try:
-        policy_for(env, run.network).load_state_dict(weights)
-    except RuntimeError as error:
-        raise RunError(f"{what}: weights do not fit the run's network") from error
-    finally:
-        env.close()
-
-
-def _joint_training(run: Config, eval_dir: Path) -> JointBaseline:
-    """The joint run meta-eval trains: the run's config with meta.algorithm=joint."""
-    from meta.trainer import plan as train_plan
-
-    cfg = replace(
-        run,
-        meta=replace(run.meta, algorithm=JOINT_RUN),
-        results_dir=str(eval_dir),
-        initialize_from=None,
-        eval=EvalConfig(),
-    )
-    joint_dir = eval_dir / JOINT_RUN
-    same = _same_config(joint_dir, cfg)
-    if same and (joint_dir / f"{BEHAVIOR_NAME}.pt").is_file():
-        log.info("reusing the joint baseline in %s", joint_dir)
-        return JointBaseline(str(eval_dir), JOINT_RUN)
-    if same and (joint_dir / BEHAVIOR_NAME / "checkpoint.pt").is_file():
-        cfg = replace(cfg, resume=True)
-    elif joint_dir.exists():
-        cfg = replace(cfg, force=True)
-    train_plan(cfg, JOINT_RUN)
-    return JointBaseline(str(eval_dir), JOINT_RUN, cfg)
-
-
-def _same_config(joint_dir: Path, cfg: Config) -> bool:
-    """Whether an existing joint run was trained with this configuration."""
-    path = joint_dir / CONFIG_FILE
-    if not path.is_file():
-        return False
-    saved = OmegaConf.to_container(OmegaConf.load(path))
-    expected = asdict(cfg)
-    return isinstance(saved, dict) and all(saved.get(k) == expected[k] for k in MATCHED)
-
-
-def joint_weights(joint: JointBaseline, say: Callable[[str], None]) -> Weights:
-    """The baseline's weights, training it first when needed."""
-    if joint.train is not None:
-        from meta.trainer import train
-
-        run_dir = Path(joint.results_dir) / joint.run_id
-        say(f"meta-eval: training the joint baseline (meta.algorithm=joint) in {run_dir}")
-        train(joint.train, joint.run_id)
-    return latest_weights(joint.results_dir, joint.run_id)
+        joint = joint_training(run, Path(cli.results_dir) / run_id / EVAL_DIR)
+    return RunStart(run_id, run.seed, weights, joint)
 
 
 def _bar(enabled: bool) -> Progress:
@@ -211,41 +186,65 @@ def _bar(enabled: bool) -> Progress:
     )
 
 
-def evaluate(p: EvalPlan, progress: bool = False) -> list[Cell]:
-    """Adapt every start on every task and seed, write the outputs, return the summary."""
-    ev, run = p.setting.eval, p.setting.run
-    starts: dict[str, Weights | None] = {run.meta.algorithm: p.weights, "scratch": None}
-    if p.joint is not None:
-        starts[JOINT_RUN] = joint_weights(p.joint, print if progress else log.info)
-    pool = EnvPool(run.env)
+def _jobs(p: EvalPlan, executor: Executor, say: Callable[[str], None]) -> list[AdaptJob]:
+    """Every adaptation: runs x tasks x starts x seeds (baselines trained first, in parallel)."""
+    ev, method = p.setting.eval, p.setting.run.meta.algorithm
+    joints = joint_weights([r.joint for r in p.runs], executor, say)
+    jobs = []
+    for index, (start, joint) in enumerate(zip(p.runs, joints, strict=True)):
+        starts: dict[str, Weights | None] = {method: start.weights, "scratch": None}
+        if joint is not None:
+            starts[JOINT_RUN] = joint
+        for tasks in p.tasks.values():
+            for task in tasks:
+                for name, weights in starts.items():
+                    for seed in range(ev.seeds):
+                        # adaptation seeds differ across runs: scratch is not repeated
+                        global_seed = index * ev.seeds + seed
+                        jobs.append(
+                            AdaptJob(p.setting, task, name, weights, global_seed, start.seed)
+                        )
+    return jobs
+
+
+def evaluate(p: EvalPlan, progress: bool = False, executor: Executor | None = None) -> list[Cell]:
+    """Adapt every start on every task and seed, write the outputs, return the pooled summary."""
+    ev = p.setting.eval
+    own = executor is None
+    executor = executor or make_executor(ev.workers)
     measurements: list[Measurement] = []
-    total = sum(map(len, p.tasks.values())) * len(starts) * ev.seeds
     try:
+        jobs = _jobs(p, executor, print if progress else log.info)
         with _bar(progress) as bar:
-            jobs = bar.add_task("", total=total)
-            for (family, split), tasks in p.tasks.items():
-                for job in tasks:
-                    bar.update(jobs, description=f"{family} {split} task {job.index}")
-                    for method, start in starts.items():
-                        for seed in range(ev.seeds):
-                            measurements += adapt(pool, p.setting, job, method, start, seed)
-                            bar.advance(jobs)
+            task = bar.add_task(f"{len(p.runs)} run(s)", total=len(jobs))
+            for rows in executor.map(adapt_job, jobs):
+                measurements += rows
+                bar.advance(task)
     finally:
-        pool.close()
-    cells = summarise(
-        measurements,
-        seed=p.setting.seed,
-        samples=ev.bootstrap_samples,
-        confidence=ev.confidence,
-        threshold=ev.threshold,
-    )
+        if own:
+            executor.close()
+    options = {"seed": p.setting.seed, "samples": ev.bootstrap_samples}
+    cells = summarise(measurements, **options, confidence=ev.confidence, threshold=ev.threshold)
+    per_seed = [
+        cell
+        for run in p.runs
+        for cell in summarise(
+            [m for m in measurements if m.meta_seed == run.seed],
+            **options,
+            confidence=ev.confidence,
+            threshold=ev.threshold,
+        )
+    ]
+    steps = steps_to_target(measurements, ev.success_target, **options, confidence=ev.confidence)
     write_csv(p.out_dir / "adaptation.csv", measurements)
     write_csv(p.out_dir / "summary.csv", cells)
-    plot(cells, p.out_dir / "adaptation.png", ev.confidence)
+    write_csv(p.out_dir / "summary_per_seed.csv", per_seed)
+    write_csv(p.out_dir / "steps_to_80.csv", steps)
+    plot(cells, p.out_dir / "adaptation.png", ev.confidence, per_seed)
     return cells
 
 
-def write_csv(path: Path, rows: Sequence[Measurement] | Sequence[Cell]) -> None:
+def write_csv(path: Path, rows: Sequence[Any]) -> None:
     """Dataclass rows as CSV, atomically (NaN as an empty cell)."""
     if not rows:
         raise ValueError(f"nothing to write to {path}")

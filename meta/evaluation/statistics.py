@@ -1,4 +1,11 @@
-"""meta-eval's statistics: interquartile mean, stratified bootstrap interval, steps-to-threshold."""
+"""meta-eval's statistics: interquartile mean, hierarchical bootstrap interval, steps-to-target.
+
+Scores come as (meta-training seeds, tasks, adaptation seeds). A bootstrap replicate draws the
+meta-training seeds with replacement (all tasks share the draw: a meta-learned start is good or
+bad on every task at once), then, within each drawn seed and task, as many adaptation seeds as
+there are, with replacement (stratified by task, as rliable's StratifiedBootstrap), and takes
+the IQM of everything drawn. With one meta-training seed this is rliable's stratified bootstrap.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +35,8 @@ class Measurement:
     success: float
     episodes: int
     task_params: str
+    meta_seed: int = 0
+    """Seed of the meta-training run whose start (and baseline) this adapted."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,22 @@ class Cell:
     success_high: float
     steps_to_threshold: float = math.nan
     """Env steps to reach threshold x the best final success of the panel; NaN: not reached."""
+    meta_seeds: str = ""
+    """The meta-training seeds the cell pools (`0` for one run's own cell, `0+1+2` pooled)."""
+
+
+@dataclass(frozen=True)
+class StepsToTarget:
+    """Env steps a method needs for its success IQM to reach the target, with the interval."""
+
+    family: str
+    split: str
+    method: str
+    steps_to_80: float
+    """Env steps (the first budget whose success IQM reaches the target); NaN: not reached."""
+    ci_low: float
+    ci_high: float
+    """Percentile interval over bootstrap replicates; NaN where a replicate never reaches it."""
 
 
 def iqm(values: np.ndarray | Sequence[float], axis: int = -1) -> np.ndarray:
@@ -58,22 +83,38 @@ def iqm(values: np.ndarray | Sequence[float], axis: int = -1) -> np.ndarray:
     return np.take(x, np.arange(cut, n - cut), axis=axis).mean(axis=axis)
 
 
+def resampled_iqm(values: np.ndarray, rng: np.random.Generator, samples: int) -> np.ndarray:
+    """IQMs of `samples` bootstrap replicates of (meta_seeds, tasks, seeds, *rest) scores.
+
+    Returns (samples, *rest): trailing axes (budgets) share each replicate's draw, so a
+    replicate is a whole adaptation curve. (tasks, seeds) input is one meta-training seed.
+    """
+    x = np.asarray(values, np.float64)
+    if x.ndim < 3:
+        x = np.atleast_2d(x)[None]
+    metas, tasks, seeds = x.shape[:3]
+    if metas == 1:
+        picks = rng.integers(0, seeds, size=(samples, tasks, seeds))
+        drawn = x[0][np.arange(tasks)[None, :, None], picks]
+    else:
+        chosen = rng.integers(0, metas, size=(samples, metas))
+        picks = rng.integers(0, seeds, size=(samples, metas, tasks, seeds))
+        drawn = x[chosen[:, :, None, None], np.arange(tasks)[None, None, :, None], picks]
+    return iqm(drawn.reshape(samples, -1, *x.shape[3:]), axis=1)
+
+
 def bootstrap_ci(
     values: np.ndarray,
     rng: np.random.Generator,
     samples: int = 2000,
     confidence: float = 0.95,
 ) -> tuple[float, float]:
-    """Percentile interval of the IQM under a bootstrap stratified by row (task).
+    """Percentile interval of the IQM under the hierarchical bootstrap (module docstring).
 
-    `values` is (tasks, seeds): each resample draws seeds with replacement within every task,
-    as rliable's StratifiedBootstrap does, so each task keeps its weight.
+    `values` is (tasks, seeds) for one meta-training run, exactly rliable's stratified
+    bootstrap, or (meta_seeds, tasks, seeds) for several.
     """
-    x = np.atleast_2d(np.asarray(values, np.float64))
-    tasks, seeds = x.shape
-    picks = rng.integers(0, seeds, size=(samples, tasks, seeds))
-    resampled = x[np.arange(tasks)[None, :, None], picks].reshape(samples, -1)
-    stats = iqm(resampled, axis=1)
+    stats = resampled_iqm(values, rng, samples)
     tail = 100.0 * (1.0 - confidence) / 2.0
     low, high = np.percentile(stats, [tail, 100.0 - tail])
     return float(low), float(high)
@@ -87,12 +128,13 @@ def steps_to_threshold(steps: Sequence[float], values: Sequence[float], target: 
     return math.nan
 
 
-def _matrix(values: dict[int, list[float]]) -> np.ndarray:
-    """Values by task as a (tasks, seeds) matrix; one stratum if the tasks' counts differ."""
-    rows = [values[t] for t in sorted(values)]
-    if len({len(r) for r in rows}) == 1:
-        return np.array(rows, np.float64)
-    return np.array([v for r in rows for v in r], np.float64)[None, :]
+def _matrix(values: dict[int, dict[int, list[float]]]) -> np.ndarray:
+    """Values by meta-seed and task as (meta_seeds, tasks, seeds); pooled if ragged."""
+    tasks = sorted({t for by_task in values.values() for t in by_task})
+    grid = [[values[m].get(t, []) for t in tasks] for m in sorted(values)]
+    if len({len(cell) for row in grid for cell in row}) == 1:
+        return np.array(grid, np.float64)
+    return np.array([v for row in grid for cell in row for v in cell], np.float64)[None, None, :]
 
 
 def _rng(seed: int, key: str) -> np.random.Generator:
@@ -109,9 +151,10 @@ def summarise(
     threshold: float = 0.8,
 ) -> list[Cell]:
     """Cells per method, family, split and budget, with steps-to-threshold per panel."""
-    groups: dict[tuple[str, str, str, int], dict[str, dict[int, list[float]]]] = defaultdict(
-        lambda: {m: defaultdict(list) for m in METRICS}
+    groups: dict[tuple[str, str, str, int], dict[str, dict[int, dict[int, list[float]]]]] = (
+        defaultdict(lambda: {m: defaultdict(lambda: defaultdict(list)) for m in METRICS})
     )
+    seeds: set[int] = set()
     env_steps: dict[tuple[str, str, str, int], int] = {}
     rank: dict[tuple[str, ...], int] = {}
     for m in measurements:
@@ -119,8 +162,9 @@ def summarise(
         rank.setdefault((m.method,), len(rank))
         key = (m.method, m.family, m.split, m.budget)
         for metric in METRICS:
-            groups[key][metric][m.task].append(getattr(m, metric))
+            groups[key][metric][m.meta_seed][m.task].append(getattr(m, metric))
         env_steps[key] = m.env_steps
+        seeds.add(m.meta_seed)
     cells = []
     for key, by_metric in groups.items():
         reward, success = (_matrix(by_metric[metric]) for metric in METRICS)
@@ -140,6 +184,7 @@ def summarise(
                 *reward_ci,
                 float(iqm(success.ravel())),
                 *success_ci,
+                meta_seeds="+".join(map(str, sorted(seeds))),
             )
         )
     cells.sort(key=lambda c: (rank[c.family, c.split], rank[(c.method,)], c.budget))
@@ -179,3 +224,69 @@ def _with_thresholds(cells: list[Cell], threshold: float) -> list[Cell]:
             else math.nan
         )
     return [replace(c, steps_to_threshold=reached[c.family, c.split, c.method]) for c in cells]
+
+
+def steps_to_target(
+    measurements: Iterable[Measurement],
+    target: float = 0.8,
+    *,
+    seed: int = 0,
+    samples: int = 2000,
+    confidence: float = 0.95,
+) -> list[StepsToTarget]:
+    """Per family, split and method: env steps until the success IQM reaches `target`.
+
+    The interval comes from the same hierarchical bootstrap, each replicate a whole curve
+    (every budget of the same drawn seeds); a replicate that never reaches the target counts
+    as beyond the largest budget, and an end of the interval there is NaN (not reached).
+    """
+    curves: dict[tuple[str, str, str], dict[tuple[int, int, int, int], float]] = defaultdict(dict)
+    steps: dict[tuple[str, str, str], dict[int, int]] = defaultdict(dict)
+    for m in measurements:
+        key = (m.family, m.split, m.method)
+        curves[key][m.meta_seed, m.task, m.seed, m.budget] = m.success
+        steps[key][m.budget] = m.env_steps
+    out = []
+    for key, points in curves.items():
+        budgets = sorted(steps[key])
+        x = _curves(points, budgets)
+        at = np.array([steps[key][b] for b in budgets], np.float64)
+        point = _first_reached(iqm(x.reshape(-1, len(budgets)), axis=0)[None], at, target)[0]
+        replicates = resampled_iqm(x, _rng(seed, "/".join(key) + "/steps"), samples)
+        reached = _first_reached(replicates, at, target)
+        tail = 100.0 * (1.0 - confidence) / 2.0
+        low = np.percentile(reached, tail, method="lower")
+        high = np.percentile(reached, 100.0 - tail, method="higher")
+        out.append(StepsToTarget(*key, *(_finite(v) for v in (point, low, high))))
+    return out
+
+
+def _curves(points: dict[tuple[int, int, int, int], float], budgets: list[int]) -> np.ndarray:
+    """(meta_seeds, tasks, seeds, budgets) successes; seeds pooled per task if ragged."""
+    units = sorted({k[:3] for k in points})
+    metas = sorted({u[0] for u in units})
+    tasks = sorted({u[1] for u in units})
+    per_cell: dict[tuple[int, int], list[int]] = {(m, t): [] for m in metas for t in tasks}
+    for m, t, s in units:
+        per_cell[m, t].append(s)
+    counts = {len(v) for v in per_cell.values()}
+    if len(counts) != 1 or any((*u, b) not in points for u in units for b in budgets):
+        flat = [[points.get((*u, b), math.nan) for b in budgets] for u in units]
+        return np.array(flat, np.float64)[None, None]
+    return np.array(
+        [
+            [[[points[m, t, s, b] for b in budgets] for s in per_cell[m, t]] for t in tasks]
+            for m in metas
+        ],
+        np.float64,
+    )
+
+
+def _first_reached(curves: np.ndarray, at: np.ndarray, target: float) -> np.ndarray:
+    """Per row of (n, budgets) IQM curves, the env steps of the first budget >= target (inf)."""
+    hit = curves >= target
+    return np.where(hit.any(axis=1), at[hit.argmax(axis=1)], np.inf)
+
+
+def _finite(value: float) -> float:
+    return float(value) if math.isfinite(value) else math.nan

@@ -1,10 +1,19 @@
-"""Keep-N checkpoint manager, final model and ONNX export, laid out as ML-Agents does.
+"""Keep-N checkpoint manager and final model, laid out as ML-Agents lays them out.
 
 ```
-<run_dir>/<behavior>/checkpoint.pt             latest state, enough to resume
-<run_dir>/<behavior>/<behavior>-<meta_step>.pt kept checkpoints (the newest keep_checkpoints)
-<run_dir>/<behavior>.pt                        final weights (and <behavior>.onnx once exported)
+<run_dir>/<behavior>/checkpoint.pt             latest state: resumes, and ML-Agents' modules
+<run_dir>/<behavior>/<behavior>-<steps>.pt     kept checkpoints (the newest keep_checkpoints)
+<run_dir>/<behavior>/<behavior>-<steps>.onnx   their ONNX, ML-Agents' signature
+<run_dir>/<behavior>.pt                        final weights (our state_dict)
+<run_dir>/<behavior>.onnx                      final ONNX
 ```
+
+`<steps>` is the run's total env steps, the step ML-Agents sees. A checkpoint holds our resume
+state (`theta`, counters, status) beside ML-Agents' modules (`Policy`, `Optimizer:critic`,
+`Optimizer:value_optimizer`, `global_step`), so `mlagents-learn --initialize-from` and
+`--resume` load θ from the very file a meta-train resume reads. Status entries are ML-Agents':
+`file_path` is the `.onnx` as ML-Agents resolves it (`<results_dir>/<run_id>/<behavior>/...`),
+the `.pt` is in `auxillary_file_paths`, so its checkpoint rotation finds and removes them.
 
 Checkpoints are read with `torch.load(..., weights_only=True)`, so a state may only hold
 tensors, dicts, lists, tuples, str, int, float, bool and None (RNG states of `torch`, `random`
@@ -14,20 +23,21 @@ store them as tensors or lists).
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import pickle
 import re
 import time
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import torch
 
 from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.config import NetworkConfig
 from meta.run import faults
-from meta.run.atomic import StrPath, atomic_path, atomic_write_bytes, torch_bytes
+from meta.run.atomic import StrPath, atomic_write_bytes, torch_bytes
+from meta.run.export import MLAgentsExport, run_network
 from meta.run.status import CheckpointEntry, TrainingStatus
 
 logger = logging.getLogger(__name__)
@@ -78,6 +88,7 @@ class CheckpointManager:
         status: TrainingStatus,
         behavior: str = BEHAVIOR_NAME,
         keep_checkpoints: int = 5,
+        network: NetworkConfig | None = None,
     ) -> None:
         if keep_checkpoints < 0:
             raise ValueError(f"keep_checkpoints must be >= 0, got {keep_checkpoints}")
@@ -85,6 +96,8 @@ class CheckpointManager:
         self.status = status
         self.behavior = behavior
         self.keep_checkpoints = keep_checkpoints
+        self.export = MLAgentsExport(network or run_network(self.run_dir))
+        """ML-Agents' modules and ONNX of θ (network: the run's own, from its configuration)."""
         self.committed: int | None = None
         """Meta-steps in the last checkpoint this manager committed (None: none yet)."""
 
@@ -95,12 +108,17 @@ class CheckpointManager:
 
     @property
     def final_path(self) -> Path:
-        """Path of the final weights."""
+        """Path of the final weights (our state_dict)."""
         return self.run_dir / f"{self.behavior}.pt"
 
-    def kept_path(self, meta_step: int) -> Path:
-        """Path of the kept checkpoint of `meta_step`."""
-        return self.run_dir / self.behavior / f"{self.behavior}-{meta_step}.pt"
+    @property
+    def final_onnx_path(self) -> Path:
+        """Path of the final ONNX."""
+        return self.run_dir / f"{self.behavior}.onnx"
+
+    def kept_path(self, steps: int, suffix: str = ".pt") -> Path:
+        """Path of the kept checkpoint at `steps` total env steps (`suffix` ".onnx": its ONNX)."""
+        return self.run_dir / self.behavior / f"{self.behavior}-{steps}{suffix}"
 
     def save(
         self,
@@ -112,25 +130,22 @@ class CheckpointManager:
     ) -> CheckpointEntry | None:
         """Commit a meta-step: its state, with the status it leaves, replaces `checkpoint.pt`.
 
-        The replace of `checkpoint.pt` is the commit: the kept copy is written before it, and
-        `training_status.json` (whose content the state carries under STATUS_KEY, so a resume
-        restores it whichever of the two writes a kill fell between) and pruning come after.
+        `state["theta"]` is also written as ML-Agents' modules at global step `steps`. The
+        replace of `checkpoint.pt` is the commit: the kept copy (and its ONNX) is written before
+        it, and `training_status.json` (whose content the state carries under STATUS_KEY, so a
+        resume restores it whichever of the two writes a kill fell between) and pruning after.
         """
         kept = kept and self.keep_checkpoints > 0
-        entry = CheckpointEntry(
-            steps=int(steps),
-            file_path=self._relative(self.kept_path(meta_step)),
-            reward=None if reward is None else float(reward),
-            creation_time=time.time(),
-        )
+        entry = self._entry(self.kept_path(steps, ".onnx"), steps, reward, self.kept_path(steps))
         if kept:
             self.status.add_checkpoint(self.behavior, entry)
         self.status.set(self.behavior, "meta_step", int(meta_step))
         pruned = self._prune()
-        data = torch_bytes({**state, STATUS_KEY: self.status.to_dict()})
+        modules = self.export.modules(state["theta"], steps)
+        data = torch_bytes({**state, **modules, STATUS_KEY: self.status.to_dict()})
         faults.at("before_kept", meta_step - 1)
         if kept:
-            atomic_write_bytes(self.kept_path(meta_step), data, self.status.durable)
+            self._write_kept(steps, data, modules)
         faults.at("before_commit", meta_step - 1)
         atomic_write_bytes(self.latest_path, data, self.status.durable)
         self.committed = int(meta_step)
@@ -141,51 +156,62 @@ class CheckpointManager:
             path.unlink(missing_ok=True)
         return entry if kept else None
 
+    def _write_kept(self, steps: int, data: bytes, modules: dict[str, Any]) -> None:
+        """The kept `.onnx` and `.pt` of `steps`; if either write fails, neither is left."""
+        written: list[Path] = []
+        try:
+            onnx = self.export.onnx(modules)
+            for path, content in (
+                (self.kept_path(steps, ".onnx"), onnx),
+                (self.kept_path(steps), data),
+            ):
+                if content is not None:
+                    atomic_write_bytes(path, content, self.status.durable)
+                    written.append(path)
+        except BaseException:
+            for path in written:
+                path.unlink(missing_ok=True)
+            raise
+
     def load(self, path: StrPath) -> dict[str, Any]:
         """Load a checkpoint file (a relative path is taken relative to the run directory)."""
         path = Path(path)
         return load_checkpoint(path if path.is_absolute() else self.run_dir / path)
 
+    def local(self, file_path: str) -> Path:
+        """The file a status entry names, in this run directory, wherever the run was written."""
+        name = PurePath(file_path).name
+        final = name in (self.final_path.name, self.final_onnx_path.name)
+        return (self.run_dir if final else self.run_dir / self.behavior) / name
+
     def save_final(
         self, weights: dict[str, Any], steps: int, reward: float | None
     ) -> CheckpointEntry:
-        """Write `<behavior>.pt`, record it as the final checkpoint and save the status."""
+        """Write `<behavior>.pt` and `<behavior>.onnx`, record the final checkpoint, save status.
+
+        The entry is ML-Agents': the `.onnx`, with the kept `.pt` of the same step beside it.
+        """
         atomic_write_bytes(self.final_path, torch_bytes(weights))
-        previous = self.status.final_checkpoint(self.behavior)
-        entry = CheckpointEntry(
-            steps=int(steps),
-            file_path=self._relative(self.final_path),
-            reward=None if reward is None else float(reward),
-            creation_time=time.time(),
-            auxillary_file_paths=previous.auxillary_file_paths if previous else [],
-        )
+        onnx = self.export.onnx(self.export.modules(weights, steps))
+        if onnx is not None:
+            atomic_write_bytes(self.final_onnx_path, onnx)
+        kept = self.kept_path(steps)
+        entry = self._entry(self.final_onnx_path, steps, reward, kept if kept.is_file() else None)
         self.status.set_final_checkpoint(self.behavior, entry)
         self.status.save()
         return entry
 
-    def export_onnx(
-        self, module: torch.nn.Module, example_input: Any, path: StrPath | None = None
-    ) -> Path | None:
-        """Export `module` to ONNX (default `<behavior>.onnx`); warn and return None if unable."""
-        target = Path(path) if path is not None else self.run_dir / f"{self.behavior}.onnx"
-        if importlib.util.find_spec("onnx") is None:
-            logger.warning("ONNX export skipped: the 'onnx' package is not installed")
-            return None
-        args = example_input if isinstance(example_input, tuple) else (example_input,)
-        dynamo = importlib.util.find_spec("onnxscript") is not None
-        try:
-            with atomic_path(target) as tmp:
-                torch.onnx.export(module, args, str(tmp), dynamo=dynamo)
-        except Exception as e:  # exporter failures are many and version-specific
-            logger.warning("ONNX export to %s failed: %s", target, str(e).splitlines()[0])
-            return None
-        final = self.status.final_checkpoint(self.behavior)
-        relative = self._relative(target)
-        if final is not None and relative not in final.auxillary_file_paths:
-            final.auxillary_file_paths.append(relative)
-            self.status.set_final_checkpoint(self.behavior, final)
-            self.status.save()
-        return target
+    def _entry(
+        self, path: Path, steps: int, reward: float | None, auxiliary: Path | None
+    ) -> CheckpointEntry:
+        """A status entry as ML-Agents writes it: paths as the run directory's path resolves."""
+        return CheckpointEntry(
+            steps=int(steps),
+            file_path=path.as_posix(),
+            reward=None if reward is None else float(reward),
+            creation_time=time.time(),
+            auxillary_file_paths=[] if auxiliary is None else [auxiliary.as_posix()],
+        )
 
     def _prune(self) -> list[Path]:
         """Forget the oldest entries beyond keep_checkpoints; return the files to delete.
@@ -197,18 +223,16 @@ class CheckpointManager:
         files: list[Path] = []
         for old in entries[: max(0, len(entries) - self.keep_checkpoints)]:
             self.status.remove_checkpoint(self.behavior, old.file_path)
-            files += [self.run_dir / name for name in (old.file_path, *old.auxillary_file_paths)]
-        named = {e.file_path for e in self.status.checkpoints(self.behavior)}
-        pattern = re.compile(rf"{re.escape(self.behavior)}-\d+\.pt")
+            files += [self.local(name) for name in (old.file_path, *old.auxillary_file_paths)]
+        named = {
+            PurePath(name).name
+            for entry in self.status.checkpoints(self.behavior)
+            for name in (entry.file_path, *entry.auxillary_file_paths)
+        }
+        pattern = re.compile(rf"{re.escape(self.behavior)}-\d+\.(pt|onnx)")
         files += [
             path
-            for path in (self.run_dir / self.behavior).glob(f"{self.behavior}-*.pt")
-            if pattern.fullmatch(path.name) and self._relative(path) not in named
+            for path in (self.run_dir / self.behavior).glob(f"{self.behavior}-*")
+            if pattern.fullmatch(path.name) and path.name not in named
         ]
         return files
-
-    def _relative(self, path: Path) -> str:
-        try:
-            return path.relative_to(self.run_dir).as_posix()
-        except ValueError:
-            return path.as_posix()

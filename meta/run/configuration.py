@@ -26,7 +26,6 @@ CHANGEABLE_ON_RESUME = (
     "checkpoint.keep_checkpoints",
     "checkpoint.checkpoint_interval",
     "checkpoint.fsync",
-    "checkpoint.export_onnx",
     "env.path",
     "env.timeout_wait",
     "env.max_restarts",

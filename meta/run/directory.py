@@ -1,4 +1,9 @@
-"""The run directory: ML-Agents' layout, and the rules for resume, force and initialize_from."""
+"""The run directory: ML-Agents' layout, and the rules for resume, force and initialize_from.
+
+`initialize_from` names a meta-train run or an ML-Agents run directory (`mlagents-learn
+--run-id`) under the same `results_dir`: θ starts from the latter's `Brain/checkpoint.pt`,
+mapped from ML-Agents' modules (`meta.interop.mlagents`).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,16 @@ from typing import Any
 import torch
 
 from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.config import NetworkConfig
 from meta.config import Config
+from meta.interop.mlagents import Network, from_mlagents, is_mlagents, settings_misfit
 from meta.run.atomic import atomic_write_text
 from meta.run.checkpoints import LATEST, STATUS_KEY, CheckpointError, load_checkpoint
+from meta.run.export import CONFIG_FILE
 from meta.run.status import TrainingStatus
 
 STATUS_FILE = Path("run_logs") / "training_status.json"
 TIMERS_FILE = Path("run_logs") / "timers.json"
-CONFIG_FILE = "configuration.yaml"
 RESUME_KEYS = ("theta", "meta_step", "env_steps", "task_counts", "parameters")
 """What Brain/checkpoint.pt must hold for a run to resume from it."""
 
@@ -41,19 +48,54 @@ def run_path(cfg: Config, run_id: str) -> Path:
     return Path(cfg.results_dir) / run_id
 
 
-def latest_weights(results_dir: str, run_id: str) -> dict[str, torch.Tensor]:
-    """A run's latest weights: Brain/checkpoint.pt's theta, else the final Brain.pt."""
+def latest_weights(
+    results_dir: str,
+    run_id: str,
+    network: NetworkConfig | None = None,
+    sizes: tuple[int, int] | None = None,
+) -> dict[str, torch.Tensor]:
+    """A run's latest weights: Brain/checkpoint.pt's theta (or ML-Agents' modules), else Brain.pt.
+
+    Weights mapped from an ML-Agents checkpoint are checked against `network` and the
+    (observation, action) `sizes` when given: a mismatch is a one-line RunError naming it.
+    """
     run_dir = Path(results_dir) / run_id
     latest = run_dir / BEHAVIOR_NAME / LATEST
     final = run_dir / f"{BEHAVIOR_NAME}.pt"
     if latest.is_file():
-        return load_checkpoint(latest)["theta"]
+        state = load_checkpoint(latest)
+        if not is_mlagents(state):
+            if "theta" not in state:
+                raise CheckpointError(f"{latest}: neither a meta-train nor an ML-Agents checkpoint")
+            return state["theta"]
+        theta, found = from_mlagents(state, str(latest))
+        _check_fit(found, latest, network, sizes)
+        return theta
     if final.is_file():
         return load_checkpoint(final)
+    others = sorted(p.parent.name for p in run_dir.glob(f"*/{LATEST}"))
+    if others:
+        raise RunError(
+            f"run {run_id!r} in {run_dir} has no behavior {BEHAVIOR_NAME!r} (it has "
+            f"{', '.join(others)}); our tasks' behavior is {BEHAVIOR_NAME!r}"
+        )
     raise RunError(
         f"run {run_id!r} has no weights in {run_dir} "
         f"(no {BEHAVIOR_NAME}/{LATEST} nor {BEHAVIOR_NAME}.pt)"
     )
+
+
+def _check_fit(
+    found: Network, path: Path, network: NetworkConfig | None, sizes: tuple[int, int] | None
+) -> None:
+    """Refuse ML-Agents weights whose network is not this one, naming every difference."""
+    misfit = settings_misfit(found, network) if network is not None else ""
+    if sizes is not None:
+        expected = Network(*sizes, found.hidden_units, found.num_layers, found.normalize)
+        size_misfit = found.misfit(expected, ("obs_size", "action_size"))
+        misfit = "; ".join(m for m in (size_misfit, misfit) if m)
+    if misfit:
+        raise RunError(f"{path} does not fit this network: {misfit}")
 
 
 def resume_state(run_dir: Path) -> dict[str, Any]:
@@ -95,13 +137,17 @@ def check(cfg: Config, run_id: str) -> None:
     if cfg.initialize_from:
         if cfg.initialize_from == run_id and cfg.force:
             raise RunError("initialize_from names the run that force=true would erase")
-        latest_weights(cfg.results_dir, cfg.initialize_from)
+        latest_weights(cfg.results_dir, cfg.initialize_from, cfg.network)
 
 
 def open_run(cfg: Config, run_id: str, config_yaml: str) -> RunStart:
     """Create, restart or reopen the run directory (call `check` first)."""
     run_dir = run_path(cfg, run_id)
-    initial = latest_weights(cfg.results_dir, cfg.initialize_from) if cfg.initialize_from else None
+    initial = (
+        latest_weights(cfg.results_dir, cfg.initialize_from, cfg.network)
+        if cfg.initialize_from
+        else None
+    )
     if cfg.resume:
         state = resume_state(run_dir)
         status = TrainingStatus(run_dir / STATUS_FILE, state.pop(STATUS_KEY))

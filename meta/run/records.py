@@ -22,7 +22,12 @@ UPDATE_KEYS = (
     "Policy/Learning Rate",
     "Policy/Beta",
     "Policy/Epsilon",
+    "Policy/Approx KL",
+    "Policy/Clip Fraction",
+    "Policy/Explained Variance",
 )
+DIAGNOSTICS = UPDATE_KEYS[-3:]
+"""Whether an update still moves the policy (and how well the critic fits), per update."""
 EXTRA_COLUMNS = (
     "algorithm",
     "task_index",
@@ -144,6 +149,8 @@ def scalars(
         "Meta/Weight Delta Norm": step.theta_delta,
         "Meta/Success Rate": nanmean(r["success_rate"] for r in table_rows),
     }
+    for key in DIAGNOSTICS:  # mean over the meta-step's updates; inner_updates.csv has each
+        out[key] = nanmean(u[key] for r in step.results for u in r.updates)
     for family in sorted({r["task"] for r in table_rows}):
         mine = [r for r in table_rows if r["task"] == family]
         out[f"Meta/{family}/Reward"] = nanmean(r["mean_reward"] for r in mine)

@@ -2,8 +2,11 @@
 
 The file maps categories to dicts: `"metadata"` (format and library versions), one category per
 behavior (`"Brain"`: `checkpoints`, `final_checkpoint`, and the harness' own keys such as
-`meta_step`) and one per curriculum parameter (`{"lesson_num": k}`). Checkpoint `file_path`s are
-stored relative to the run directory, with forward slashes (e.g. `"Brain/Brain-12.pt"`).
+`meta_step`) and one per curriculum parameter (`{"lesson_num": k}`). Checkpoint entries are
+ML-Agents': `file_path` is the `.onnx` as ML-Agents resolves it, `<results_dir>/<run_id>/...`
+with forward slashes (e.g. `"results/run/Brain/Brain-40960.onnx"`), and the `.pt` beside it is in
+`auxillary_file_paths`, so that ML-Agents' checkpoint rotation finds and removes both (the
+checkpoint manager finds them by name in the run directory, wherever it has moved).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
-from meta.algorithm.ppo.train import InnerResult, policy_for
+from meta.algorithm.ppo.train import InnerResult, OptimizerState, policy_for
 from meta.observe.progress import Progress
 from meta.observe.reporter import (
     INNER_UPDATES_TABLE,
@@ -25,7 +25,6 @@ from meta.observe.timers import RunTimers
 from meta.run import faults
 from meta.run.checkpoints import CheckpointManager
 from meta.run.directory import TIMERS_FILE, RunStart, open_run
-from meta.run.export import export_actor
 from meta.run.interrupt import deferred_interrupt
 from meta.run.records import (
     JOURNAL,
@@ -42,6 +41,8 @@ from meta.trainer.inner import InnerTrainings
 from meta.trainer.preflight import Plan
 
 log = logging.getLogger(__name__)
+OPTIMIZER = "optimizer"
+"""Checkpoint key of Adam's state where it carries over (joint, single, reptile with carry)."""
 
 
 class MetaTrainer:
@@ -62,7 +63,11 @@ class MetaTrainer:
         self.status.durable = self.cfg.checkpoint.fsync
         plan.pool.log_folder = str(self.run_dir / "run_logs")
         self.checkpoints = CheckpointManager(
-            self.run_dir, self.status, BEHAVIOR_NAME, self.cfg.checkpoint.keep_checkpoints
+            self.run_dir,
+            self.status,
+            BEHAVIOR_NAME,
+            self.cfg.checkpoint.keep_checkpoints,
+            network=self.cfg.network,
         )
         self.timers = RunTimers()
         self.inner = InnerTrainings(plan, self.timers)
@@ -108,8 +113,10 @@ class MetaTrainer:
             self.theta: dict[str, torch.Tensor] = state["theta"]
             self.meta_step, self.env_steps = int(state["meta_step"]), int(state["env_steps"])
             self.task_counts: dict[str, int] = dict(state["task_counts"])
+            self.optimizer_state: OptimizerState | None = state.get(OPTIMIZER)
             return
         self.meta_step, self.env_steps, self.task_counts = 0, 0, {}
+        self.optimizer_state = None
         env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed)
         theta = policy_for(env, self.cfg.network, seed=self.cfg.seed).state_dict()
         self.plan.pool.release(env)
@@ -150,7 +157,7 @@ class MetaTrainer:
         hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, k)
         outer_lr = reptile.outer_step_size(cfg.meta, k)
         faults.at("inner_training", k)
-        results = self.inner.train(k, self.theta, tasks, hyper)
+        results = self.inner.train(k, self.theta, tasks, hyper, self.optimizer_state)
         with self.timers.scope("interpolate"):
             new_theta = self._outer_update(results, outer_lr)
             theta_delta = reptile.distance(new_theta, self.theta)
@@ -171,7 +178,8 @@ class MetaTrainer:
             changes = self.plan.parameters.update(
                 (k + 1) / cfg.meta.steps, {BEHAVIOR_NAME: [x for x in rewards if x == x]}
             )
-            table = self._commit(step, new_theta)
+            optimizer_state = results[-1].optimizer_state if self.inner.carries_optimizer else None
+            table = self._commit(step, new_theta, optimizer_state)
         self._announce(changes, k, env_params)
         return table
 
@@ -197,10 +205,16 @@ class MetaTrainer:
                 ", ".join(f"{n}={v:g}" for n, v in env_params.items()),
             )
 
-    def _commit(self, step: MetaStep, new_theta: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+    def _commit(
+        self,
+        step: MetaStep,
+        new_theta: dict[str, torch.Tensor],
+        optimizer_state: OptimizerState | None = None,
+    ) -> list[dict[str, Any]]:
         """Commit a finished meta-step whole (its checkpoint holds its rows), then the writers."""
         table = rows(step, self.theta, self.env_steps)
         self.theta, self.meta_step = new_theta, step.index + 1
+        self.optimizer_state = optimizer_state
         self.env_steps += int(sum(r.stats["steps"] for r in step.results))
         for row in table:
             row["total_env_steps"] = self.env_steps
@@ -216,6 +230,7 @@ class MetaTrainer:
             "env_steps": self.env_steps,
             "task_counts": dict(self.task_counts),
             "parameters": self.plan.parameters.state_dict(),
+            OPTIMIZER: self.optimizer_state,
             JOURNAL: journal,
         }
         for name, lesson in self.plan.parameters.lesson_nums().items():
@@ -236,18 +251,9 @@ class MetaTrainer:
         return table
 
     def finish(self) -> None:
-        """Final weights (and ONNX when asked); then close."""
+        """Final weights, ours (Brain.pt) and ML-Agents' (Brain.onnx); then close."""
         self.checkpoints.save_final(self.theta, self.env_steps, self.last_reward)
-        if self.cfg.checkpoint.export_onnx:
-            self._export_onnx()
         self.close()
-
-    def _export_onnx(self) -> None:
-        env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed)
-        policy = policy_for(env, self.cfg.network)
-        self.plan.pool.release(env)
-        policy.load_state_dict(self.theta)
-        export_actor(self.checkpoints, policy)
 
     def close(self) -> None:
         """Write timers, close writers and builds (also after an interruption); once."""

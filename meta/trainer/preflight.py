@@ -42,13 +42,19 @@ def plan(cfg: Config, run_id: str) -> Plan:
 
 
 def _check_initial_weights(cfg: Config) -> None:
-    """initialize_from's weights must fit this network (builds are checked once launched)."""
+    """initialize_from's weights must fit this network (builds are checked once launched).
+
+    ML-Agents' checkpoints are mapped first; a network that differs (layer sizes,
+    normalisation, observation or action size) is refused naming every difference.
+    """
     import envs
 
     env = envs.make(cfg.meta.tasks[0].name)
     fresh = policy_for(env, cfg.network).state_dict()
     env.close()
-    mismatch = reptile.mismatch(fresh, latest_weights(cfg.results_dir, str(cfg.initialize_from)))
+    sizes = (int(fresh["actor.0.weight"].shape[1]), int(fresh["log_std"].shape[0]))
+    weights = latest_weights(cfg.results_dir, str(cfg.initialize_from), cfg.network, sizes)
+    mismatch = reptile.mismatch(fresh, weights)
     if mismatch:
         raise ValueError(
             f"initialize_from={cfg.initialize_from}: its weights do not fit this network "

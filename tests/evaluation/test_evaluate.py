@@ -58,6 +58,7 @@ SUMMARY_COLUMNS = [
     "success_low",
     "success_high",
     "steps_to_threshold",
+    "meta_seeds",
 ]
 
 
@@ -252,3 +253,53 @@ def test_cli_errors_are_one_line_and_write_nothing(
     assert len(lines) == 1 and lines[0].startswith("meta-eval: error: "), done.stderr
     assert message in lines[0]
     assert listing(tmp_path) == before
+
+
+# --- several meta-training runs ----------------------------------------------------------------
+
+
+def test_several_runs_side_by_side_processes_give_the_sequential_results(
+    tiny_config: Factory,
+) -> None:
+    from meta.evaluation.executor import ProcessExecutor, SequentialExecutor
+
+    for seed in (0, 1):
+        train(tiny_config("meta.steps=1", f"seed={seed}"), f"s{seed}")
+    runs = ["eval.run_ids=[s0,s1]", "eval.splits=[test]", "eval.budgets=[0,1]"]
+    sequential = eval_config(tiny_config, "s0", *runs, "eval.out_dir=${results_dir}/seq")
+    parallel = eval_config(tiny_config, "s0", *runs, "eval.out_dir=${results_dir}/par")
+    cells = evaluate(plan(sequential, "s0"), executor=SequentialExecutor())
+    executor = ProcessExecutor(2)
+    try:
+        assert evaluate(plan(parallel, "s0"), executor=executor) == cells
+    finally:
+        executor.close()
+    out = Path(sequential.results_dir)
+    assert (out / "seq" / "adaptation.csv").read_text() == (
+        out / "par" / "adaptation.csv"
+    ).read_text()
+    rows = read_csv(out / "seq" / "adaptation.csv")
+    assert {r["meta_seed"] for r in rows} == {"0", "1"}
+    scratch = {(r["meta_seed"], r["seed"]) for r in rows if r["method"] == "scratch"}
+    assert scratch == {("0", "0"), ("0", "1"), ("1", "2"), ("1", "3")}  # not repeated
+    assert {c.meta_seeds for c in cells} == {"0+1"}
+    per_seed = read_csv(out / "seq" / "summary_per_seed.csv")
+    assert {r["meta_seeds"] for r in per_seed} == {"0", "1"}
+    steps = read_csv(out / "seq" / "steps_to_80.csv")
+    assert list(steps[0]) == ["family", "split", "method", "steps_to_80", "ci_low", "ci_high"]
+    assert (out / "s0" / "eval" / "joint" / "Brain.pt").is_file()  # a baseline per seed
+    assert (out / "s1" / "eval" / "joint" / "Brain.pt").is_file()
+
+
+def test_runs_that_differ_in_more_than_the_seed_or_lack_weights_are_refused(
+    tiny_config: Factory, fake_run: Callable[..., Path]
+) -> None:
+    train(tiny_config("meta.steps=1"), "a")
+    train(tiny_config("meta.steps=1", "seed=1", "ppo.learning_rate=0.001"), "b")
+    with pytest.raises(ValueError, match=r"differ only in seed: 'b' has ppo.learning_rate=0.001"):
+        plan(eval_config(tiny_config, "a", "eval.run_ids=[a,b]"), "a")
+    train(tiny_config("meta.steps=1", "seed=2"), "c")
+    (Path(tiny_config().results_dir) / "c" / "Brain.pt").unlink()
+    (Path(tiny_config().results_dir) / "c" / "Brain" / "checkpoint.pt").unlink()
+    with pytest.raises(RunError, match="run 'c' has no weights"):
+        plan(eval_config(tiny_config, "a", "eval.run_ids=[a,c]"), "a")

@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from meta.evaluation.statistics import (
     Measurement,
     bootstrap_ci,
     iqm,
+    steps_to_target,
     steps_to_threshold,
     summarise,
 )
@@ -234,3 +236,81 @@ def test_meta_eval_summary_agrees_with_rliable_within_monte_carlo_error(
         assert np.all(np.abs(np.subtract(ours[metric][1:], (low, high))) <= tolerance), metric
         pooled = bootstrap_ci(by_task.reshape(1, -1), np.random.default_rng(0), REPLICATES)
         assert np.all(np.abs(np.subtract(pooled, (low, high))) > 10 * tolerance), metric
+
+
+# --- several meta-training seeds: the hierarchical bootstrap ------------------------------------
+
+
+class _RliableSeedDraws:
+    """bootstrap_ci's draws when every seed's scores are constant: rliable's, for the seed level.
+
+    The first draw picks meta-training seeds, (samples, metas): rliable's StratifiedBootstrap
+    of a (runs=metas, tasks=1) matrix takes np.random.choice(metas, (metas, 1)) per replicate.
+    The adaptation seeds drawn next cannot matter (one per meta-training seed).
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def integers(self, low: int, high: int, size: tuple[int, ...]) -> np.ndarray:
+        self.calls += 1
+        if self.calls == 1:
+            samples, metas = size
+            return np.stack([np.random.choice(high, (metas, 1))[:, 0] for _ in range(samples)])
+        return np.zeros(size, np.int64)
+
+
+def test_seed_level_given_rliables_draws_gives_rliables_interval(
+    rliable: tuple[Any, Any], global_numpy_seed: Callable[[int], None]
+) -> None:
+    per_seed = np.array([0.2, 0.5, 0.55, 0.9, 0.95])  # five meta-training seeds, one task
+    scores = per_seed[:, None, None]  # (metas, tasks=1, adaptation seeds=1)
+    global_numpy_seed(11)
+    _, low, high = rliable_iqm(rliable, per_seed[None, :], 2000)
+    global_numpy_seed(11)
+    ours = bootstrap_ci(scores, _RliableSeedDraws(), 2000)  # type: ignore[arg-type]
+    assert ours == pytest.approx((low, high), rel=1e-12, abs=1e-15)
+
+
+def test_intervals_cover_meta_training_where_rliables_per_run_intervals_do_not(
+    rliable: tuple[Any, Any], global_numpy_seed: Callable[[int], None]
+) -> None:
+    # Three meta-training seeds whose starts differ: one seed's rliable interval (tasks x
+    # adaptation seeds, as meta-eval reported before) is narrow and misses the other seeds;
+    # the hierarchical interval is wider than rliable's over all runs pooled as exchangeable.
+    rng = np.random.default_rng(5)
+    offsets = np.array([0.1, 0.5, 0.9])[:, None, None]
+    scores = offsets + 0.05 * rng.standard_normal((3, TASKS, SEEDS))
+    global_numpy_seed(3)
+    _, low_one, high_one = rliable_iqm(rliable, scores[0], 2000)
+    pooled = scores.transpose(1, 0, 2).reshape(TASKS, -1)  # (tasks, metas * seeds)
+    _, low_pooled, high_pooled = rliable_iqm(rliable, pooled, 2000)
+    low, high = bootstrap_ci(scores, np.random.default_rng(0), 2000)
+    per_seed_iqm = [float(iqm(s.ravel())) for s in scores]
+    assert not low_one <= per_seed_iqm[2] <= high_one
+    assert high - low > 2 * (high_pooled - low_pooled)
+    assert low <= float(iqm(scores.ravel())) <= high
+
+
+def test_one_meta_seed_is_exactly_the_stratified_bootstrap() -> None:
+    _, success = scores()
+    two_d = bootstrap_ci(success, np.random.default_rng(4), 500)
+    assert bootstrap_ci(success[None], np.random.default_rng(4), 500) == two_d
+
+
+def test_steps_to_target_with_hand_values_and_its_interval() -> None:
+    rows = [
+        Measurement("reptile", "F", "test", task, seed, b, 100 * b, 0.0, v, 4, "{}", meta)
+        for meta, curve in ((0, [0.0, 0.9, 1.0]), (1, [0.0, 0.5, 0.9]))
+        for b, v in zip([0, 1, 2], curve, strict=True)
+        for task in range(2)
+        for seed in range(2)
+    ]
+    (result,) = steps_to_target(rows, 0.8, samples=400)
+    # pooled IQM at budget 1 is 0.7 (< 0.8), at budget 2 0.95: 200 steps; a replicate drawing
+    # seed 0 twice reaches it at 100, one drawing seed 1 twice at 200
+    assert (result.family, result.method, result.steps_to_80) == ("F", "reptile", 200)
+    assert (result.ci_low, result.ci_high) == (100, 200)
+    never = [replace(r, success=0.1) for r in rows]
+    (missed,) = steps_to_target(never, 0.8, samples=100)
+    assert math.isnan(missed.steps_to_80) and math.isnan(missed.ci_high)

@@ -30,3 +30,27 @@ class Hyper:
             decayed(cfg.beta_schedule, self.beta, BETA_FLOOR, steps, budget),
             decayed(cfg.epsilon_schedule, self.epsilon, EPSILON_FLOOR, steps, budget),
         )
+
+
+@dataclass(frozen=True)
+class RunSchedule:
+    """One continuous training cut into chunks: x = x0 * (1 - s/S) over all S agent-steps.
+
+    A chunk that starts after `done` agent-steps of the run asks `at(steps)` for the values
+    after `steps` more; the values never go below `floors`. ML-Agents' linear schedules over
+    one PPO run, which `joint` and `single` are.
+    """
+
+    start: Hyper
+    floors: Hyper
+    done: int
+    total: int
+
+    def at(self, steps: int) -> Hyper:
+        """The values after `steps` agent-steps of this chunk."""
+        fraction = 1.0 - min(self.done + steps, self.total) / self.total
+        return Hyper(
+            max(self.start.learning_rate * fraction, self.floors.learning_rate),
+            max(self.start.beta * fraction, self.floors.beta),
+            max(self.start.epsilon * fraction, self.floors.epsilon),
+        )

@@ -58,16 +58,32 @@ def clipped_value_loss(
     return torch.max((returns - values).square(), (returns - clipped).square()).mean()
 
 
+def ratio_diagnostics(
+    log_probs: torch.Tensor, old_log_probs: torch.Tensor, epsilon: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Approximate KL(old || new) and the fraction of clipped ratios, as cleanrl logs them.
+
+    KL is estimated as mean((r - 1) - log r) (Schulman's k3: unbiased and never negative).
+    """
+    with torch.no_grad():
+        log_ratio = log_probs - old_log_probs
+        ratio = torch.exp(log_ratio)
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()
+        clip_fraction = ((ratio - 1.0).abs() > epsilon).float().mean()
+    return approx_kl, clip_fraction
+
+
 def _actor_half(
     policy: Policy, batch: Minibatch, epsilon: float, beta: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Backward of policy_loss - beta * entropy; returns both, detached."""
+) -> tuple[torch.Tensor, ...]:
+    """Backward of policy_loss - beta * entropy; returns both, KL and clip fraction, detached."""
     mean = policy.mean_from(batch.features)
     log_probs = gaussian_log_prob(batch.actions, mean, policy.log_std)
     policy_loss = clipped_policy_loss(log_probs, batch.old_log_probs, batch.advantages, epsilon)
     entropy = policy.entropy()
     (policy_loss - beta * entropy).backward()
-    return policy_loss.detach(), entropy.detach()
+    approx_kl, clip_fraction = ratio_diagnostics(log_probs, batch.old_log_probs, epsilon)
+    return policy_loss.detach(), entropy.detach(), approx_kl, clip_fraction
 
 
 def _critic_half(
@@ -88,16 +104,21 @@ def gradient_step(
     epsilon: float,
     beta: float,
     worker: ThreadPoolExecutor | None = None,
-) -> tuple[float, float, float]:
-    """Zero, backward both halves, clip the global gradient norm, step; returns the losses."""
+) -> tuple[float, ...]:
+    """Zero, backward both halves, clip the global gradient norm, step.
+
+    Returns (policy loss, value loss, entropy, approximate KL, clip fraction); the last two
+    are measured before the step.
+    """
     optimizer.zero_grad()
     if worker is None:
-        policy_loss, entropy = _actor_half(policy, batch, epsilon, beta)
+        actor = _actor_half(policy, batch, epsilon, beta)
         value_loss = _critic_half(policy, batch, epsilon, cfg.value_coef)
     else:
-        actor = worker.submit(_actor_half, policy, batch, epsilon, beta)
+        future = worker.submit(_actor_half, policy, batch, epsilon, beta)
         value_loss = _critic_half(policy, batch, epsilon, cfg.value_coef)
-        policy_loss, entropy = actor.result()
+        actor = future.result()
     torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
     optimizer.step()
-    return policy_loss.item(), value_loss.item(), entropy.item()
+    policy_loss, entropy, approx_kl, clip_fraction = actor
+    return tuple(torch.stack([policy_loss, value_loss, entropy, approx_kl, clip_fraction]).tolist())

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,6 +28,7 @@ __all__ = [
     "SUCCESS_STAT",
     "Hyper",
     "InnerResult",
+    "OptimizerState",
     "cpu_weights",
     "inner_train",
     "policy_for",
@@ -33,6 +36,10 @@ __all__ = [
 ]
 
 SUCCESS_STAT = "Environment/Success"
+OptimizerState = dict[str, Any]
+"""An optimizer's state_dict (Adam's moments and step counts), on the CPU."""
+Schedule = Callable[[int], Hyper]
+"""The learning rate, beta and epsilon after a number of agent-steps of the training."""
 
 
 @dataclass
@@ -42,6 +49,8 @@ class InnerResult:
     weights: dict[str, torch.Tensor]
     stats: dict[str, float]
     updates: list[dict[str, float]] = field(default_factory=list)
+    optimizer_state: OptimizerState | None = None
+    """Adam's state after the training, to continue it in the next one."""
 
 
 def train(
@@ -54,11 +63,15 @@ def train(
     stats_channel: StatsSideChannel | None = None,
     timers: Timers | None = None,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    schedule: Schedule | None = None,
 ) -> dict[str, float]:
-    """Train `policy` in place with a fresh optimizer for cfg.max_steps agent-steps; return stats.
+    """Train `policy` in place for cfg.max_steps agent-steps; return stats.
 
     `hyper` gives the starting learning rate, beta and epsilon (the outer loop anneals them);
-    within the training each follows its `*_schedule`. `on_update(k, stats)` runs after
+    within the training each follows its `*_schedule`, unless `schedule` gives the values
+    after each number of agent-steps (a chunk of a longer run). `optimizer` continues an
+    optimizer over `policy` (default: a fresh Adam). `on_update(k, stats)` runs after
     update k (1-based). All randomness comes from `seed`, none from global state.
     """
     cfg.validate()
@@ -72,12 +85,15 @@ def train(
         stats_channel.get_and_reset_stats()
     collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon, timers)
     horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
-    optimizer = make_optimizer(policy, hyper.learning_rate)
+    if optimizer is None:
+        optimizer = make_optimizer(policy, hyper.learning_rate)
+    start_hyper = hyper
+    schedule = schedule or (lambda steps: start_hyper.after(cfg, steps, cfg.max_steps))
     worker, update_threads = _update_threads(collector.device)
     steps, history = 0, []
     try:
         while steps < cfg.max_steps:
-            current = hyper.after(cfg, steps, cfg.max_steps)
+            current = schedule(steps)
             rollout = collector.collect(horizon)
             steps += rollout.num_steps
             with timers.scope("update"), torch_threads(update_threads):
@@ -117,10 +133,20 @@ def inner_train(
     stats_channel: StatsSideChannel | None = None,
     timers: Timers | None = None,
     device: str = "cpu",
+    optimizer_state: OptimizerState | None = None,
+    schedule: Schedule | None = None,
 ) -> InnerResult:
-    """One inner training from `weights`; returns the trained weights and the statistics."""
+    """One inner training from `weights`; returns the trained weights, statistics and Adam.
+
+    `optimizer_state` continues Adam from an earlier training (None: a fresh Adam); it is
+    copied, never changed. `schedule` as in `train`.
+    """
     policy = policy_for(env, network).to(device)
     policy.load_state_dict(weights)
+    optimizer = make_optimizer(policy, (hyper or Hyper.of(cfg)).learning_rate)
+    if optimizer_state is not None:
+        # load_state_dict keeps tensors already on the right device: copy, as Adam steps in place
+        optimizer.load_state_dict(copy.deepcopy(optimizer_state))
     updates: list[dict[str, float]] = []
     stats = train(
         env,
@@ -131,8 +157,20 @@ def inner_train(
         stats_channel=stats_channel,
         timers=timers,
         on_update=lambda _, update: updates.append(update),
+        optimizer=optimizer,
+        schedule=schedule,
     )
-    return InnerResult(cpu_weights(policy), stats, updates)
+    return InnerResult(cpu_weights(policy), stats, updates, optimizer_cpu_state(optimizer))
+
+
+def optimizer_cpu_state(optimizer: torch.optim.Optimizer) -> OptimizerState:
+    """A CPU copy of the optimizer's state_dict (what a checkpoint stores)."""
+    state = copy.deepcopy(optimizer.state_dict())
+    for slots in state["state"].values():
+        for name, value in slots.items():
+            if isinstance(value, torch.Tensor):
+                slots[name] = value.detach().to("cpu")
+    return state
 
 
 def cpu_weights(policy: Policy) -> dict[str, torch.Tensor]:

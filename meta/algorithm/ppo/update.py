@@ -50,29 +50,12 @@ def ppo_update(
     """num_epoch passes of minibatch updates over one buffer; returns mean losses.
 
     With a `worker` thread the actor's and the critic's halves of each step run side by side.
+    Besides ML-Agents' losses it reports, as cleanrl does, the mean approximate KL and clip
+    fraction of the minibatch steps and the explained variance of the buffer's value
+    estimates: whether an update (with an annealed learning rate) still moves the policy.
     """
     for group in optimizer.param_groups:
         group["lr"] = hyper.learning_rate
-    sums = np.zeros(3)
-    count = 0
-    for batch in _minibatches(policy, rollout, cfg, generator):
-        sums += gradient_step(policy, optimizer, batch, cfg, hyper.epsilon, hyper.beta, worker)
-        count += 1
-    policy_loss, value_loss, entropy = sums / count
-    return {
-        "Losses/Policy Loss": policy_loss,
-        "Losses/Value Loss": value_loss,
-        "Policy/Entropy": entropy,
-        "Policy/Learning Rate": hyper.learning_rate,
-        "Policy/Beta": hyper.beta,
-        "Policy/Epsilon": hyper.epsilon,
-    }
-
-
-def _minibatches(
-    policy: Policy, rollout: Rollout, cfg: PPOConfig, generator: torch.Generator
-) -> Iterator[Minibatch]:
-    """num_epoch shuffled passes over the buffer in minibatches, advantages normalised in each."""
     advantages, returns = compute_gae(
         rollout.rewards,
         rollout.values,
@@ -81,6 +64,46 @@ def _minibatches(
         cfg.gamma,
         cfg.lambd,
     )
+    sums = np.zeros(5)
+    count = 0
+    for batch in _minibatches(policy, rollout, advantages, returns, cfg, generator):
+        sums += gradient_step(policy, optimizer, batch, cfg, hyper.epsilon, hyper.beta, worker)
+        count += 1
+    policy_loss, value_loss, entropy, approx_kl, clip_fraction = sums / count
+    return {
+        "Losses/Policy Loss": policy_loss,
+        "Losses/Value Loss": value_loss,
+        "Policy/Entropy": entropy,
+        "Policy/Learning Rate": hyper.learning_rate,
+        "Policy/Beta": hyper.beta,
+        "Policy/Epsilon": hyper.epsilon,
+        "Policy/Approx KL": approx_kl,
+        "Policy/Clip Fraction": clip_fraction,
+        "Policy/Explained Variance": explained_variance(rollout.values, returns),
+    }
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """1 - Var(returns - values) / Var(returns): 1 is a perfect critic, <= 0 a useless one.
+
+    NaN when the returns do not vary (nothing to explain).
+    """
+    v, r = values.double().ravel(), returns.double().ravel()
+    spread = float(r.var(unbiased=False))
+    if spread == 0.0:
+        return float("nan")
+    return 1.0 - float((r - v).var(unbiased=False)) / spread
+
+
+def _minibatches(
+    policy: Policy,
+    rollout: Rollout,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    cfg: PPOConfig,
+    generator: torch.Generator,
+) -> Iterator[Minibatch]:
+    """num_epoch shuffled passes over the buffer in minibatches, advantages normalised in each."""
     n = rollout.num_steps
     device = next(policy.parameters()).device
     with torch.no_grad():

@@ -1,0 +1,157 @@
+"""The meta-training runs meta-eval compares: their configurations, weights and joint baselines."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+import envs
+from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.train import policy_for
+from meta.config import Config
+from meta.evaluation.config import EvalConfig
+from meta.evaluation.executor import Executor
+from meta.run.configuration import flatten
+from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError, latest_weights
+from meta.run.status import TrainingStatus
+
+log = logging.getLogger(__name__)
+Weights = dict[str, Any]
+JOINT_RUN = "joint"
+MATCHED = ("seed", "meta", "ppo", "network", "env", "environment_parameters")
+"""Sections a reused joint baseline must share with the run."""
+FREE = ("seed", "run_id", "results_dir", "resume", "force", "eval", "logger", "checkpoint")
+"""Keys in which runs evaluated together may differ (the seed, and what does not train)."""
+FREE_KEYS = ("env.base_port", "env.path", "env.timeout_wait", "env.max_restarts")
+
+
+@dataclass
+class JointBaseline:
+    """Where the joint baseline's weights come from, or how meta-eval trains them."""
+
+    results_dir: str
+    run_id: str
+    train: Config | None = None
+    """The joint run's configuration when it still has to be trained (or resumed)."""
+
+
+def run_config(run_dir: Path, results_dir: str) -> Config:
+    """The run's own configuration.yaml as a Config (its eval section left to meta-eval)."""
+    path = run_dir / CONFIG_FILE
+    if not path.is_file():
+        raise RunError(f"{path} is missing: not a meta-train run directory")
+    raw = OmegaConf.to_container(OmegaConf.load(path))
+    assert isinstance(raw, dict)
+    for key in ("eval", "run_id"):
+        raw.pop(key, None)
+    merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
+    cfg: Config = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    return replace(cfg, results_dir=results_dir, resume=False, force=False)
+
+
+def load_run(results_dir: str, run_id: str) -> tuple[str, Config]:
+    """A run's id and configuration; RunError naming it when it is not a finished-enough run."""
+    run_dir = Path(results_dir) / run_id
+    if not run_dir.is_dir():
+        raise RunError(f"run {run_id!r} does not exist in {results_dir}")
+    run = run_config(run_dir, results_dir)
+    status_path = run_dir / STATUS_FILE
+    if status_path.is_file():
+        done = int(TrainingStatus.load(status_path).get(BEHAVIOR_NAME, "meta_step", run.meta.steps))
+        if done < run.meta.steps:
+            log.warning("run %s stopped at meta-step %d of %d", run_id, done, run.meta.steps)
+    return run_id, run
+
+
+def _free(key: str) -> bool:
+    return key.split(".")[0] in FREE or any(key == k or key.startswith(k + ".") for k in FREE_KEYS)
+
+
+def check_same(runs: Sequence[tuple[str, Config]]) -> None:
+    """ValueError naming the first key (other than the seed) in which the runs differ."""
+    first_id, first = runs[0]
+    reference = flatten(asdict(first))
+    for run_id, cfg in runs[1:]:
+        other = flatten(asdict(cfg))
+        for key in sorted(set(reference) | set(other)):
+            if _free(key) or reference.get(key) == other.get(key):
+                continue
+            raise ValueError(
+                f"runs evaluated together may differ only in seed: {run_id!r} has {key}="
+                f"{other.get(key)!r}, {first_id!r} has {reference.get(key)!r}"
+            )
+        if cfg.seed == first.seed:
+            raise ValueError(f"runs {first_id!r} and {run_id!r} have the same seed {cfg.seed}")
+
+
+def check_loads(run: Config, weights: Weights, what: str) -> None:
+    """Fail early when weights do not fit the run's network."""
+    env = envs.make(run.meta.tasks[0].name)
+    try:
+        policy_for(env, run.network).load_state_dict(weights)
+    except RuntimeError as error:
+        raise RunError(f"{what}: weights do not fit the run's network") from error
+    finally:
+        env.close()
+
+
+def joint_training(run: Config, eval_dir: Path) -> JointBaseline:
+    """The joint run meta-eval trains: the run's config with meta.algorithm=joint."""
+    from meta.trainer import plan as train_plan
+
+    cfg = replace(
+        run,
+        meta=replace(run.meta, algorithm=JOINT_RUN),
+        results_dir=str(eval_dir),
+        initialize_from=None,
+        eval=EvalConfig(),
+    )
+    joint_dir = eval_dir / JOINT_RUN
+    same = _same_config(joint_dir, cfg)
+    if same and (joint_dir / f"{BEHAVIOR_NAME}.pt").is_file():
+        log.info("reusing the joint baseline in %s", joint_dir)
+        return JointBaseline(str(eval_dir), JOINT_RUN)
+    if same and (joint_dir / BEHAVIOR_NAME / "checkpoint.pt").is_file():
+        cfg = replace(cfg, resume=True)
+    elif joint_dir.exists():
+        cfg = replace(cfg, force=True)
+    train_plan(cfg, JOINT_RUN)
+    return JointBaseline(str(eval_dir), JOINT_RUN, cfg)
+
+
+def _same_config(joint_dir: Path, cfg: Config) -> bool:
+    """Whether an existing joint run was trained with this configuration."""
+    path = joint_dir / CONFIG_FILE
+    if not path.is_file():
+        return False
+    saved = OmegaConf.to_container(OmegaConf.load(path))
+    expected = asdict(cfg)
+    return isinstance(saved, dict) and all(saved.get(k) == expected[k] for k in MATCHED)
+
+
+def train_joint(joint: JointBaseline) -> str:
+    """Train one joint baseline (in whichever process runs it); returns its run directory."""
+    from meta.trainer import train
+
+    assert joint.train is not None
+    return str(train(joint.train, joint.run_id))
+
+
+def joint_weights(
+    joints: Sequence[JointBaseline | None], executor: Executor, say: Callable[[str], None]
+) -> list[Weights | None]:
+    """Each baseline's weights, training those that need it first (side by side)."""
+    pending = [j for j in joints if j is not None and j.train is not None]
+    for joint in pending:
+        say(
+            "meta-eval: training the joint baseline (meta.algorithm=joint) in "
+            f"{Path(joint.results_dir) / joint.run_id}"
+        )
+    for _ in executor.map(train_joint, pending):
+        pass
+    return [None if j is None else latest_weights(j.results_dir, j.run_id) for j in joints]

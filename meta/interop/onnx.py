@@ -1,0 +1,153 @@
+"""ML-Agents' ONNX of a policy: the graph `mlagents-learn` 1.1.0 exports and Unity runs.
+
+Input `obs_0` (batch, observations); outputs `version_number` (3), `memory_size` (0),
+`continuous_actions` (a sample, `clip(a, -3, 3) / 3`), `continuous_action_output_shape` (the
+action size) and `deterministic_continuous_actions` (the mean, clipped the same way); opset 9,
+from torch's TorchScript exporter as ML-Agents uses it. The graph is built from ML-Agents'
+`Policy` module (`meta.interop.mlagents.to_mlagents`), so it is what that checkpoint holds.
+Needs the `onnx` package (the `[export]` extra).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import tempfile
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from meta.interop.mlagents import (
+    BODY,
+    LOG_SIGMA,
+    MU,
+    NORMALIZERS,
+    POLICY,
+    InteropError,
+    to_mlagents,
+)
+from meta.run.atomic import atomic_write_bytes
+
+OPSET = 9
+"""ML-Agents' `SerializationSettings.onnx_opset`."""
+INPUT = "obs_0"
+OUTPUTS = (
+    "version_number",
+    "memory_size",
+    "continuous_actions",
+    "continuous_action_output_shape",
+    "deterministic_continuous_actions",
+)
+
+
+class ExportUnavailable(InteropError):
+    """ONNX export needs the `onnx` package, which is not installed."""
+
+
+class ExportedActor(nn.Module):
+    """ML-Agents' `SimpleActor.forward` for a vector observation and continuous actions."""
+
+    version_number: torch.Tensor
+    memory_size_vector: torch.Tensor
+    continuous_act_size_vector: torch.Tensor
+    running_mean: torch.Tensor
+    running_std: torch.Tensor
+
+    def __init__(self, policy: Mapping[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.normalize = f"{NORMALIZERS[0]}.running_mean" in policy
+        for name in ("version_number", "memory_size_vector", "continuous_act_size_vector"):
+            self.register_buffer(name, policy[name].clone())
+        if self.normalize:
+            prefix = NORMALIZERS[0]
+            self.register_buffer("running_mean", policy[f"{prefix}.running_mean"].clone())
+            steps = policy[f"{prefix}.normalization_steps"].float()
+            self.register_buffer(
+                "running_std", torch.sqrt(policy[f"{prefix}.running_variance"] / steps)
+            )
+        layers = sum(1 for key in policy if key.startswith(BODY) and key.endswith(".weight"))
+        self.body = nn.ModuleList(_linear(policy, f"{BODY}.{2 * i}") for i in range(layers))
+        self.obs_size = int(policy[f"{BODY}.0.weight"].shape[1])
+        self.mu = _linear(policy, MU)
+        self.log_sigma = nn.Parameter(policy[LOG_SIGMA].clone(), requires_grad=False)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The five outputs, in ML-Agents' order."""
+        x = obs
+        if self.normalize:
+            x = torch.clamp((x - self.running_mean) / self.running_std, -5, 5)
+        x = torch.cat([x], dim=1)  # ML-Agents concatenates its observations' encodings
+        for layer in self.body:
+            h = layer(x)
+            x = torch.mul(h, torch.sigmoid(h))  # ML-Agents' Swish: Sigmoid and Mul for Sentis
+        mu = self.mu(x)
+        std = torch.exp(mu * 0 + self.log_sigma)  # mu * 0: the batch shape, as ML-Agents does
+        sample = mu + torch.randn_like(mu) * std
+        return (
+            self.version_number,
+            self.memory_size_vector,
+            torch.clamp(sample, -3, 3) / 3,
+            self.continuous_act_size_vector,
+            torch.clamp(mu, -3, 3) / 3,
+        )
+
+
+def _linear(policy: Mapping[str, torch.Tensor], prefix: str) -> nn.Linear:
+    weight = policy[f"{prefix}.weight"]
+    layer = nn.Linear(weight.shape[1], weight.shape[0])
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        layer.bias.copy_(policy[f"{prefix}.bias"])
+    return layer
+
+
+def available() -> bool:
+    """Whether ONNX export can run here (the `onnx` package is installed)."""
+    return importlib.util.find_spec("onnx") is not None
+
+
+def onnx_bytes(policy: Mapping[str, torch.Tensor]) -> bytes:
+    """The ONNX model of ML-Agents' `Policy` module, as bytes."""
+    if not available():
+        raise ExportUnavailable(
+            "ONNX export needs the 'onnx' package: pip install 'meta-harness[export]'"
+        )
+    # fork_rng: building the layers and tracing randn_like would draw from the global RNG
+    with torch.random.fork_rng(devices=[]):
+        return _export(ExportedActor(policy).eval())
+
+
+def _export(actor: ExportedActor) -> bytes:
+    try:
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+            torch.onnx.export(
+                actor,
+                (torch.zeros(1, actor.obs_size),),
+                Path(tmp) / "policy.onnx",
+                opset_version=OPSET,
+                input_names=[INPUT],
+                output_names=list(OUTPUTS),
+                dynamic_axes={INPUT: {0: "batch"}, OUTPUTS[2]: {0: "batch"}},
+                dynamo=False,
+            )
+            return (Path(tmp) / "policy.onnx").read_bytes()
+    except Exception as e:  # the exporter's failures are many and version-specific
+        raise InteropError(f"ONNX export failed: {str(e).strip().splitlines()[0]}") from None
+
+
+def export_onnx(theta: Mapping[str, torch.Tensor], normalize: bool, path: str | Path) -> Path:
+    """Write our weights `theta` as ML-Agents' ONNX at `path`; nothing is written on failure."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise InteropError(f"cannot write {target}: {target.parent} is not a directory")
+    if target.is_dir():
+        raise InteropError(f"cannot write {target}: it is a directory")
+    data = onnx_bytes(to_mlagents(theta, normalize, 0)[POLICY])
+    try:
+        atomic_write_bytes(target, data)
+    except OSError as e:
+        raise InteropError(f"cannot write {target}: {e.strerror or e}") from None
+    return target
