@@ -271,7 +271,7 @@ def test_player_accepts_every_unity_player_argument() -> None:
             "--mlagents-port",
             "5007",
             "-logFile",
-            "/tmp/x.log",
+            "logs/player.log",
             "-screen-width",
             "84",
             "--mlagents-num-areas",
@@ -282,7 +282,7 @@ def test_player_accepts_every_unity_player_argument() -> None:
     )
     assert (args.port, args.log_file, args.num_areas, args.no_graphics) == (
         5007,
-        "/tmp/x.log",
+        "logs/player.log",
         8,
         True,
     )
