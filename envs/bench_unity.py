@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 from mlagents_envs.timers import get_timer_tree, reset_timers
 
 import envs
+from envs.backend.ports import free_ports
 from envs.backend.unity_env import UnityEnv, resolve_build
 from envs.constants import BEHAVIOR_NAME
 
@@ -33,16 +33,6 @@ CLIENT_PHASES = (
     "communicator.exchange",
     "steps_from_proto",
 )
-
-
-def free_port(count: int = 1) -> int:
-    """A free port (the first of ``count`` free consecutive ones)."""
-    while True:
-        with socket.socket() as probe:
-            probe.bind(("localhost", 0))
-            port = probe.getsockname()[1]
-        if port + count < 65536:
-            return port
 
 
 def rate(env: BaseEnv, steps: int, warmup: int = 100) -> float:
@@ -88,7 +78,7 @@ def through_unity(family: str, areas: int, steps: int, folder: Path) -> tuple[fl
     """Rate through one UnityEnvironment, and the client- and build-side time per step."""
     env = UnityEnvironment(
         file_name=resolve_build(family),
-        base_port=free_port(),
+        base_port=free_ports(),
         no_graphics=True,
         num_areas=areas,
         log_folder=str(folder),
@@ -116,7 +106,11 @@ def through_backend(
 ) -> tuple[float, str]:
     """Rate through the unity backend, and the memory of each worker's two processes."""
     env = UnityEnv(
-        family, num_envs=num_envs, num_areas=areas, base_port=free_port(num_envs), log_folder=folder
+        family,
+        num_envs=num_envs,
+        num_areas=areas,
+        base_port=free_ports(num_envs),
+        log_folder=folder,
     )
     try:
         value = rate(env, steps)

@@ -25,11 +25,12 @@ import argparse
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from envs.backend.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "envs" / "builds" / "FindTarget"
@@ -210,7 +211,7 @@ class Check:
         """mlagents-learn on the build; returns the first summary's Mean Reward."""
         command = [str(self.venv / "bin" / "mlagents-learn"), str(config), f"--env={BUILD}"]
         command += [f"--run-id={run_id}", f"--results-dir={self.results}", "--no-graphics"]
-        command += [f"--base-port={free_port()}", *extra]
+        command += [f"--base-port={free_ports(3)}", *extra]
         done = subprocess.run(command, capture_output=True, text=True, cwd=self.work)
         log = done.stdout + done.stderr
         (self.work / f"{run_id}.log").write_text(log)
@@ -228,7 +229,7 @@ class Check:
 
     def compare(self, label: str, checkpoint: Path, config: Path, run_id: str) -> None:
         """ML-Agents' loader and ours, on the same checkpoint and observations."""
-        request = {"checkpoint": str(checkpoint), "config": str(config), "port": free_port()}
+        request = {"checkpoint": str(checkpoint), "config": str(config), "port": free_ports(3)}
         python = self.venv / "bin" / "python"
         done = subprocess.run(
             [str(python), __file__, "--mlagents-side", json.dumps(request)],
@@ -415,26 +416,6 @@ def _json(value: Any, indent: str) -> str:
         return "[\n" + ",\n".join(items) + f"\n{indent}]"
     items = [f"{inner}{json.dumps(k)}: {_json(v, inner)}" for k, v in value.items()]
     return "{\n" + ",\n".join(items) + f"\n{indent}}}"
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on, with the next two free too (mlagents-learn's workers)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("localhost", 0))
-            port = int(probe.getsockname()[1])
-        if port < 65000 and all(_free(port + i) for i in (1, 2)):
-            return port
-    raise RuntimeError("no free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("localhost", port))
-        except OSError:
-            return False
-    return True
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from envs.backend import ports
 from meta.cli import CONFIG_DIR, register_configs
 from meta.config import Config
 
@@ -34,26 +34,7 @@ def tiny_config(tmp_path: Path) -> Callable[..., Config]:
     return make
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("localhost", port))
-        except OSError:
-            return False
-    return True
-
-
 @pytest.fixture
 def free_ports() -> Callable[..., int]:
     """A function: the first of `count` consecutive TCP ports nobody listens on right now."""
-
-    def first_of(count: int = 1) -> int:
-        for _ in range(100):
-            with socket.socket() as probe:
-                probe.bind(("localhost", 0))
-                first = int(probe.getsockname()[1])
-            if first + count < 65536 and all(_port_free(first + i) for i in range(1, count)):
-                return first
-        raise RuntimeError(f"no {count} consecutive free ports")
-
-    return first_of
+    return ports.free_ports
