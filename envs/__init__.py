@@ -1,4 +1,4 @@
-"""Built-in tasks, FindTarget and CarryObject, behind mlagents_envs' BaseEnv."""
+"""Built-in tasks, FindTarget, CarryObject and the game Sumo, behind mlagents_envs' BaseEnv."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from envs.constants import BEHAVIOR_NAME
 from envs.tasks.carry_object import CARRY_OBJECT
 from envs.tasks.family import Family
 from envs.tasks.find_target import FIND_TARGET
+from envs.tasks.sumo import SUMO
 
 if TYPE_CHECKING:
     from envs.tasks.adapter import TaskEnv
+    from envs.tasks.teams import TeamTaskEnv
 
 __all__ = ["BEHAVIOR_NAME", "FAMILIES", "Family", "family", "make"]
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (FIND_TARGET, CARRY_OBJECT)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (FIND_TARGET, CARRY_OBJECT, SUMO)}
 
 
 def family(name: str) -> Family:
@@ -25,8 +27,15 @@ def family(name: str) -> Family:
         raise ValueError(f"unknown task {name!r} (known: {', '.join(FAMILIES)})") from None
 
 
-def make(name: str, *, num_areas: int = 1, seed: int = 0, **params: float) -> TaskEnv:
-    """A `name` task (a BaseEnv) with `num_areas` areas, area i seeded seed + i; params checked."""
-    from envs.tasks.adapter import TaskEnv
+def make(name: str, *, num_areas: int = 1, seed: int = 0, **params: float) -> TaskEnv | TeamTaskEnv:
+    """A `name` task (a BaseEnv) with `num_areas` areas, area i seeded seed + i; params checked.
 
-    return TaskEnv(family(name), num_areas=num_areas, seed=seed, params=params)
+    A game of teams (Sumo) has the behaviors `Brain?team=0` and `Brain?team=1`.
+    """
+    from envs.tasks.adapter import TaskEnv
+    from envs.tasks.teams import TeamTaskEnv
+
+    chosen = family(name)
+    if chosen.adversarial:
+        return TeamTaskEnv(chosen, num_areas=num_areas, seed=seed, params=params)
+    return TaskEnv(chosen, num_areas=num_areas, seed=seed, params=params)

@@ -15,28 +15,32 @@ BANK = 16
 
 
 def _run(name: str, num_areas: int, steps: int, seed: int = 0) -> float:
-    """Seconds for `steps` set_actions/step/get_steps rounds with random actions."""
+    """Seconds for `steps` set_actions/step/get_steps rounds with random actions.
+
+    A game of teams gets actions for, and is read for, both of its behaviors every round.
+    """
     env = envs.make(name, num_areas=num_areas, seed=seed)
     rng = np.random.default_rng(seed)
     bank = [
         ActionTuple(continuous=rng.uniform(-1, 1, (num_areas, 2)).astype(np.float32))
         for _ in range(BANK)
     ]
-    behavior = envs.BEHAVIOR_NAME
-    env.get_steps(behavior)
+    behaviors = list(env.behavior_specs)
     start = time.perf_counter()
     for i in range(steps):
-        env.set_actions(behavior, bank[i % BANK])
+        for behavior in behaviors:
+            env.set_actions(behavior, bank[i % BANK])
         env.step()
-        env.get_steps(behavior)
+        for behavior in behaviors:
+            env.get_steps(behavior)
     elapsed = time.perf_counter() - start
     env.close()
     return elapsed
 
 
 def throughput(name: str, num_areas: int, steps: int) -> float:
-    """Agent-steps per second of task `name` with `num_areas` areas over `steps` steps."""
-    return num_areas * steps / _run(name, num_areas, steps)
+    """Agent-steps per second of task `name` with `num_areas` areas (all teams' agents)."""
+    return envs.family(name).teams * num_areas * steps / _run(name, num_areas, steps)
 
 
 def step_time_us(name: str, steps: int = 20_000) -> float:

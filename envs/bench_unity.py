@@ -125,7 +125,8 @@ def through_backend(
 def main(argv: list[str] | None = None) -> None:
     """Print the benchmark table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", default="FindTarget", choices=sorted(envs.FAMILIES))
+    one_behavior = sorted(n for n, f in envs.FAMILIES.items() if not f.adversarial)
+    parser.add_argument("--family", default="FindTarget", choices=one_behavior)
     parser.add_argument("--areas", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)

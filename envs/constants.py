@@ -8,7 +8,7 @@ BEHAVIOR_NAME = "Brain"
 """The one behavior of every task, as the lab's Unity builds name it."""
 SPLITS = ("train", "test")
 """Meta-training ranges of task parameters, and the held-out meta-test ranges."""
-FAMILY_NAMES = ("FindTarget", "CarryObject")
+FAMILY_NAMES = ("FindTarget", "CarryObject", "Sumo")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUILDS_DIR = PROJECT_ROOT / "envs" / "builds"
 DEFAULT_BUILDS = {name: f"envs/builds/{name}" for name in FAMILY_NAMES}

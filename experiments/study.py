@@ -68,6 +68,7 @@ def main() -> None:
         train += list(study.smoke.train)
         evaluate += list(study.smoke.eval)
     seeds, workers = list(study.get("seeds", [0])), int(study.get("workers", 1))
+    runtime = list(study.get("runtime", []))  # e.g. [runtime=ray, runtime.address=auto]
     ids = [name if len(seeds) == 1 else f"{name}_seed{s}" for s in seeds]
     results = Path(study.results_dir)
     runs = [(run_id, str(results), seed, []) for run_id, seed in zip(ids, seeds, strict=True)]
@@ -83,12 +84,14 @@ def main() -> None:
             continue
         resume = ["resume=true"] if run_dir.exists() else []
         jobs.append([f"run_id={run_id}", f"results_dir={parent}", f"seed={seed}", *train, *extra])
+        jobs[-1] += runtime
         jobs[-1] += resume
     started = time.perf_counter()
     run_all("meta-train", "train_main", jobs, workers)
     out = results / f"{name}_eval"
     runs = f"eval.run_ids=[{','.join(ids)}]"
     common = [f"run_id={ids[0]}", f"results_dir={results}", runs, f"eval.workers={workers}"]
+    common += runtime
     run("meta-eval", "eval_main", [*common, f"eval.out_dir={out}", *evaluate])
     wall = time.perf_counter() - started
     if not options.smoke and study.get("copy_to"):

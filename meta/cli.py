@@ -172,7 +172,16 @@ def _take_verbose() -> None:
         VERBOSE = True
 
 
-EVAL_KEYS = ("run_id", "results_dir", "seed", "torch_device", "torch_threads", "eval", "hydra")
+EVAL_KEYS = (
+    "run_id",
+    "results_dir",
+    "seed",
+    "torch_device",
+    "torch_threads",
+    "eval",
+    "runtime",
+    "hydra",
+)
 
 
 def _eval(cfg: DictConfig) -> None:

@@ -13,6 +13,7 @@ from meta.evaluation.config import EvalConfig
 ALGORITHMS = ("reptile", "joint", "single")
 INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
+RUNTIMES = ("local", "ray")
 
 
 @dataclass
@@ -20,7 +21,7 @@ class TaskConfig:
     """One task family of the meta-training distribution."""
 
     name: str = "FindTarget"
-    """Family: FindTarget or CarryObject."""
+    """Family: FindTarget, CarryObject or Sumo (a game of teams: needs ppo.self_play)."""
     weight: float = 1.0
     """Relative probability of sampling this family."""
     params: dict[str, Any] = field(default_factory=dict)
@@ -115,6 +116,7 @@ class EnvConfig:
         default_factory=lambda: {
             "FindTarget": "envs/builds/FindTarget",
             "CarryObject": "envs/builds/CarryObject",
+            "Sumo": "envs/builds/Sumo",
         }
     )
     """Build per family (unity backend); relative paths resolve against the project."""
@@ -134,6 +136,45 @@ class EnvConfig:
         positive("env.num_areas", self.num_areas)
         positive("env.num_envs", self.num_envs)
         positive("env.timeout_wait", self.timeout_wait)
+
+
+@dataclass
+class RuntimeConfig:
+    """Where a meta-step's inner trainings and meta-eval's adaptation jobs run."""
+
+    backend: str = "local"
+    """`local` (this process, one job after the other) or `ray` (Ray actors, side by side)."""
+    address: str | None = None
+    """ray: null starts a local Ray cluster; `auto` joins the running one; or `host:port`."""
+    num_actors: int = 2
+    """ray: actors, each owning its environments (builds stay alive across meta-steps)."""
+    cpus_per_actor: float = 1.0
+    """ray: CPUs Ray reserves for each actor."""
+    torch_threads: int = 1
+    """ray: torch intra-op threads in each actor."""
+    num_cpus: int | None = None
+    """ray, local cluster only: CPUs it offers (null: all of this machine's)."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        if self.backend not in RUNTIMES:
+            raise ValueError(f"runtime.backend: unknown {self.backend!r} (use one of {RUNTIMES})")
+        if self.num_actors < 1:
+            raise ValueError(f"runtime.num_actors must be >= 1, got {self.num_actors}")
+        positive("runtime.cpus_per_actor", self.cpus_per_actor)
+        positive("runtime.torch_threads", self.torch_threads)
+        if self.num_cpus is not None:
+            positive("runtime.num_cpus", self.num_cpus)
+        if self.address is not None and self.address != "auto" and not _host_port(self.address):
+            raise ValueError(
+                f"runtime.address: {self.address!r} is not `auto` or host:port (e.g. 10.0.0.1:6379)"
+            )
+
+
+def _host_port(address: str) -> bool:
+    """Whether `address` reads as host:port (a ray:// client address included)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    return bool(host) and port.isdigit()
 
 
 @dataclass
@@ -198,6 +239,7 @@ class Config:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -206,7 +248,7 @@ class Config:
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
-        for part in (self.meta, self.ppo, self.network, self.env, self.checkpoint):
+        for part in (self.meta, self.ppo, self.network, self.env, self.runtime, self.checkpoint):
             part.validate()
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")

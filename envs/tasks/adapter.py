@@ -80,9 +80,10 @@ class TaskEnv(BaseEnv):
         self.num_areas = n = int(num_areas)
         self.stats_channel = EpisodeStatsChannel()
         task_params = family.validate(params or {})
-        self._core: BatchedTask = family.core_type(
-            task_params, n, int(seed), self.stats_channel.record
-        )
+        core = family.core_type(task_params, n, int(seed), self.stats_channel.record)
+        if not isinstance(core, BatchedTask):
+            raise ValueError(f"{family.name} is a game of teams: make it with envs.make")
+        self._core: BatchedTask = core
         self._specs = BehaviorMapping({BEHAVIOR_NAME: BEHAVIOR_SPEC})
         self._action = np.zeros((n, ACTION_SIZE), np.float32)
         self._zeros = _frozen(np.zeros((n, ACTION_SIZE), np.float32))

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from envs.tasks.core import BatchedTask
+    from envs.tasks.sumo import SumoCore
 
 Interval = tuple[float, float]
 Ranges = Mapping[str, tuple[Interval, ...]]
@@ -94,9 +95,11 @@ class Family:
 
     name: str
     params_type: type[TaskParams]
-    core_type: type[BatchedTask]
+    core_type: type[BatchedTask] | type[SumoCore]
     train_ranges: Ranges
     test_ranges: Ranges
+    teams: int = 1
+    """1: one behavior, `Brain`; 2: an adversarial game of teams `Brain?team=0` and `=1`."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "train_ranges", MappingProxyType(dict(self.train_ranges)))
@@ -111,6 +114,11 @@ class Family:
             for low, high in train + test:
                 if not fields[name]["low"] <= low < high <= fields[name]["high"]:
                     raise ValueError(f"{self.name}: range ({low}, {high}) of {name} is invalid")
+
+    @property
+    def adversarial(self) -> bool:
+        """Whether the task is a game between teams (trained by the ghost trainer)."""
+        return self.teams > 1
 
     @property
     def param_names(self) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,8 +22,10 @@ from meta.algorithm.reptile import Task, TaskSampler
 from meta.config import Config, TaskConfig
 from meta.curriculum.lessons import EnvironmentParameters
 from meta.evaluation.config import EvalConfig
+from meta.evaluation.games import adapt_game, is_game, measure_game
 from meta.evaluation.statistics import Measurement
 from meta.runtime.envpool import EnvPool
+from meta.runtime.slots import claimed_slot
 
 Weights = dict[str, torch.Tensor]
 Act = Callable[[np.ndarray], np.ndarray]
@@ -117,29 +120,51 @@ class AdaptJob:
     seed: int
     meta_seed: int = 0
     """Seed of the meta-training run the start comes from (recorded, not used to adapt)."""
+    reference: Weights | None = None
+    """The run's meta-learned weights: the fixed opponent games are also measured against."""
 
 
 def adapt_job(job: AdaptJob) -> list[Measurement]:
-    """Run one job with environments of its own (the same in any process)."""
-    pool = EnvPool(job.setting.run.env)
-    try:
-        rows = adapt(pool, job.setting, job.task, job.method, job.start, job.seed)
-    finally:
-        pool.close()
+    """Run one job with environments of its own (the same in any process).
+
+    On builds the job claims a block of ports no other job on the machine holds, so that jobs
+    in parallel workers never launch on the same ports.
+    """
+    env = job.setting.run.env
+    slot = claimed_slot(env.base_port) if env.backend == "unity" else nullcontext(0)
+    with slot as claimed:
+        pool = EnvPool(env, claimed)
+        try:
+            rows = adapt(
+                pool, job.setting, job.task, job.method, job.start, job.seed, job.reference
+            )
+        finally:
+            pool.close()
     return [replace(row, meta_seed=job.meta_seed) for row in rows]
 
 
 def adapt(
-    pool: EnvPool, setting: Setting, job: EvalTask, method: str, start: Weights | None, seed: int
+    pool: EnvPool,
+    setting: Setting,
+    job: EvalTask,
+    method: str,
+    start: Weights | None,
+    seed: int,
+    reference: Weights | None = None,
 ) -> list[Measurement]:
-    """Adapt from `start` (None: a fresh random init) and measure at every budget."""
+    """Adapt from `start` (None: a fresh random init) and measure at every budget.
+
+    A game of teams adapts with the ghost trainer and is measured by its win rates against
+    a random policy and against `reference` (meta.evaluation.games).
+    """
     ev, task = setting.eval, job.task
+    game = is_game(task.family)
     adapt_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _ADAPT)
     budgets = set(ev.budgets)
     env = pool.env(task.family, task.params, adapt_seed)
     try:
         env.reset()
-        agents = len(env.get_steps(BEHAVIOR_NAME)[0])
+        agents = len(env.get_steps(next(iter(env.behavior_specs)))[0])
         policy = policy_for(env, setting.run.network, seed=adapt_seed).to(setting.device)
         if start is not None:
             policy.load_state_dict(start)
@@ -149,7 +174,9 @@ def adapt(
             if update in budgets:
                 snapshots[update] = cpu_weights(policy)
 
-        if max(budgets) > 0:
+        if max(budgets) > 0 and game:
+            adapt_game(env, policy, setting.ppo(agents), adapt_seed, snapshot)
+        elif max(budgets) > 0:
             ppo_train(env, policy, setting.ppo(agents), seed=adapt_seed, on_update=snapshot)
     finally:
         pool.release(env)
@@ -157,7 +184,13 @@ def adapt(
     rows = []
     for budget in sorted(snapshots):
         policy.load_state_dict(snapshots[budget])
-        reward, success, episodes = measure(pool, setting, task, policy, measure_seed)
+        random_rate = theta_rate = float("nan")
+        if game:
+            reward, success, episodes, random_rate, theta_rate = measure_game(
+                pool, task, policy, reference, setting.run.network, ev.eval_episodes, measure_seed
+            )
+        else:
+            reward, success, episodes = measure(pool, setting, task, policy, measure_seed)
         rows.append(
             Measurement(
                 method=method,
@@ -171,6 +204,8 @@ def adapt(
                 success=success,
                 episodes=episodes,
                 task_params=task.params_json(),
+                win_rate_random=random_rate,
+                win_rate_theta=theta_rate,
             )
         )
     return rows

@@ -15,7 +15,7 @@ import csv
 import io
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,11 @@ from rich.progress import (
 
 import envs
 from envs.constants import BEHAVIOR_NAME, SPLITS
-from meta.config import Config
+from meta.config import Config, RuntimeConfig
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import AdaptJob, EvalTask, Setting, Weights, adapt_job, sample_tasks
 from meta.evaluation.config import EvalConfig
-from meta.evaluation.executor import Executor, make_executor
+from meta.evaluation.executor import Executor, SequentialExecutor, make_executor
 from meta.evaluation.plot import plot
 from meta.evaluation.runs import (
     JOINT_RUN,
@@ -49,6 +49,7 @@ from meta.evaluation.statistics import Cell, Measurement, steps_to_target, summa
 from meta.run.atomic import atomic_write_text
 from meta.run.directory import STATUS_FILE, RunError, latest_weights
 from meta.run.status import TrainingStatus
+from meta.runtime.cluster import Cluster, connect
 
 log = logging.getLogger(__name__)
 EVAL_DIR = "eval"
@@ -75,6 +76,10 @@ class EvalPlan:
     """Tasks per (family, split), the same for every run."""
     out_dir: Path
     """Where the results go."""
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    """Where the adaptation jobs run (the meta-eval command's `runtime`)."""
+    cluster: Cluster | None = None
+    """The Ray connection (runtime=ray), made before anything is written."""
 
     @property
     def run_id(self) -> str:
@@ -123,6 +128,7 @@ def check_eval(ev: EvalConfig) -> None:
 def plan(cli: Config, run_id: str) -> EvalPlan:
     """Validate the options, the runs, their weights and baselines; write nothing."""
     check_eval(cli.eval)
+    cli.runtime.validate()
     ids = list(cli.eval.run_ids) or ([run_id] if run_id else [])
     if not ids:
         raise ValueError("run_id is required: meta-eval run_id=<run to evaluate>")
@@ -151,7 +157,8 @@ def plan(cli: Config, run_id: str) -> EvalPlan:
         if len(ids) == 1
         else str(Path(cli.results_dir) / f"{EVAL_DIR}_{'+'.join(ids)}")
     )
-    return EvalPlan(setting, runs, tasks, Path(out))
+    cluster = connect(cli.runtime) if cli.runtime.backend == "ray" else None
+    return EvalPlan(setting, runs, tasks, Path(out), cli.runtime, cluster)
 
 
 def _run_start(cli: Config, run_id: str, run: Config) -> RunStart:
@@ -189,7 +196,9 @@ def _bar(enabled: bool) -> Progress:
 def _jobs(p: EvalPlan, executor: Executor, say: Callable[[str], None]) -> list[AdaptJob]:
     """Every adaptation: runs x tasks x starts x seeds (baselines trained first, in parallel)."""
     ev, method = p.setting.eval, p.setting.run.meta.algorithm
-    joints = joint_weights([r.joint for r in p.runs], executor, say)
+    # joint baselines write run directories: on Ray they train here, on the driver
+    trainer = SequentialExecutor() if p.runtime.backend == "ray" else executor
+    joints = joint_weights([r.joint for r in p.runs], trainer, say)
     jobs = []
     for index, (start, joint) in enumerate(zip(p.runs, joints, strict=True)):
         starts: dict[str, Weights | None] = {method: start.weights, "scratch": None}
@@ -202,7 +211,15 @@ def _jobs(p: EvalPlan, executor: Executor, say: Callable[[str], None]) -> list[A
                         # adaptation seeds differ across runs: scratch is not repeated
                         global_seed = index * ev.seeds + seed
                         jobs.append(
-                            AdaptJob(p.setting, task, name, weights, global_seed, start.seed)
+                            AdaptJob(
+                                p.setting,
+                                task,
+                                name,
+                                weights,
+                                global_seed,
+                                start.seed,
+                                reference=start.weights,
+                            )
                         )
     return jobs
 
@@ -211,7 +228,7 @@ def evaluate(p: EvalPlan, progress: bool = False, executor: Executor | None = No
     """Adapt every start on every task and seed, write the outputs, return the pooled summary."""
     ev = p.setting.eval
     own = executor is None
-    executor = executor or make_executor(ev.workers)
+    executor = executor or make_executor(ev.workers, p.runtime)
     measurements: list[Measurement] = []
     try:
         jobs = _jobs(p, executor, print if progress else log.info)
@@ -223,6 +240,8 @@ def evaluate(p: EvalPlan, progress: bool = False, executor: Executor | None = No
     finally:
         if own:
             executor.close()
+        if p.cluster is not None:
+            p.cluster.close()
     options = {"seed": p.setting.seed, "samples": ev.bootstrap_samples}
     cells = summarise(measurements, **options, confidence=ev.confidence, threshold=ev.threshold)
     per_seed = [

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.train import policy_for
-from meta.config import Config
+from meta.config import Config, RuntimeConfig
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.executor import Executor
 from meta.run.configuration import flatten
@@ -25,7 +25,17 @@ Weights = dict[str, Any]
 JOINT_RUN = "joint"
 MATCHED = ("seed", "meta", "ppo", "network", "env", "environment_parameters")
 """Sections a reused joint baseline must share with the run."""
-FREE = ("seed", "run_id", "results_dir", "resume", "force", "eval", "logger", "checkpoint")
+FREE = (
+    "seed",
+    "run_id",
+    "results_dir",
+    "resume",
+    "force",
+    "eval",
+    "logger",
+    "checkpoint",
+    "runtime",
+)
 """Keys in which runs evaluated together may differ (the seed, and what does not train)."""
 FREE_KEYS = ("env.base_port", "env.path", "env.timeout_wait", "env.max_restarts")
 
@@ -104,12 +114,15 @@ def joint_training(run: Config, eval_dir: Path) -> JointBaseline:
     """The joint run meta-eval trains: the run's config with meta.algorithm=joint."""
     from meta.trainer import plan as train_plan
 
+    # games of teams cannot share a joint run's areas: the baseline trains the other families
+    tasks = [t for t in run.meta.tasks if not envs.family(t.name).adversarial]
     cfg = replace(
         run,
-        meta=replace(run.meta, algorithm=JOINT_RUN),
+        meta=replace(run.meta, algorithm=JOINT_RUN, tasks=tasks or run.meta.tasks),
         results_dir=str(eval_dir),
         initialize_from=None,
         eval=EvalConfig(),
+        runtime=RuntimeConfig(),  # a chain of trainings: nothing to run side by side
     )
     joint_dir = eval_dir / JOINT_RUN
     same = _same_config(joint_dir, cfg)

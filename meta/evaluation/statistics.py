@@ -37,6 +37,10 @@ class Measurement:
     task_params: str
     meta_seed: int = 0
     """Seed of the meta-training run whose start (and baseline) this adapted."""
+    win_rate_random: float = float("nan")
+    """Games of teams: the fraction of games won against a random policy (their success)."""
+    win_rate_theta: float = float("nan")
+    """Games of teams: the fraction won against the run's meta-learned weights (initial theta)."""
 
 
 @dataclass(frozen=True)

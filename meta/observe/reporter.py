@@ -58,6 +58,7 @@ CONSOLE_LABELS = {
     EPISODE_LENGTH: "Episode Length",
     OUTER_LR: "Outer LR",
     WEIGHT_DELTA_NORM: "Weight Delta Norm",
+    "Self-play/ELO": "ELO",
 }
 
 

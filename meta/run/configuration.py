@@ -33,6 +33,7 @@ CHANGEABLE_ON_RESUME = (
     "env.no_graphics",
     "torch_threads",
     "torch_device",
+    "runtime",
     "eval",
 )
 """Keys (or whole sections) a resumed run may change; the README says what each affects."""

@@ -15,6 +15,8 @@ LESSON_PREFIX = "lesson/"
 JOURNAL = "journal"
 """Where a checkpoint carries its meta-step's table rows, to restore any that a kill lost."""
 REWARD = "Environment/Cumulative Reward"
+ELO_STAT = "Self-play/ELO"
+"""ML-Agents' scalar of the learning policy's rating (runs with games of teams)."""
 UPDATE_KEYS = (
     "Losses/Policy Loss",
     "Losses/Value Loss",
@@ -37,6 +39,7 @@ EXTRA_COLUMNS = (
     "entropy",
     "theta_delta_norm",
     "total_env_steps",
+    "elo",
 )
 
 
@@ -109,6 +112,7 @@ def rows(step: MetaStep, theta: Weights, total_env_steps: int) -> list[dict[str,
                 "entropy": s["Policy/Entropy"],
                 "theta_delta_norm": step.theta_delta,
                 "total_env_steps": total_env_steps,
+                "elo": s.get(ELO_STAT, float("nan")),
                 **lessons,
                 "env_params": env_params,
             }
@@ -159,4 +163,7 @@ def scalars(
         out[f"Meta/{family}/Count"] = float(count)
     if step.lessons:
         out["Environment/Lesson"] = float(sum(step.lessons.values()))
+    elo = [float(r["elo"]) for r in table_rows if r.get("elo") == r.get("elo")]
+    if elo:
+        out[ELO_STAT] = elo[-1]
     return out

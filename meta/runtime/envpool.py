@@ -12,11 +12,18 @@ from meta.config import EnvConfig
 class EnvPool:
     """Hands out an environment per task; builds stay alive across meta-steps."""
 
-    def __init__(self, cfg: EnvConfig) -> None:
+    def __init__(self, cfg: EnvConfig, slot: int = 0) -> None:
         self.cfg = cfg
+        self.slot = slot
+        """Which block of worker ids (ports) this pool's builds take: one per Ray actor."""
         self.log_folder: str | None = None
         """Where builds write their -logFile (the run's run_logs once the run exists)."""
         self._builds: dict[str, Any] = {}
+
+    @property
+    def span(self) -> int:
+        """Worker ids (ports) one pool's builds take: num_envs per family."""
+        return len(self.cfg.path) * self.cfg.num_envs
 
     def check(self, families: Sequence[str]) -> None:
         """Fail before training when a needed build does not exist or cannot run."""
@@ -45,7 +52,8 @@ class EnvPool:
         if build is None:
             from envs.backend.unity_env import UnityEnv
 
-            # each family's workers keep their own ports: base_port + worker_id
+            # each family's workers keep their own ports: base_port + worker_id, and each
+            # pool (the driver's, every actor's) its own block of worker ids
             families = sorted(self.cfg.path)
             build = UnityEnv(
                 family,
@@ -54,7 +62,7 @@ class EnvPool:
                 num_areas=areas,
                 seed=seed,
                 base_port=self.cfg.base_port,
-                worker_id=families.index(family) * self.cfg.num_envs,
+                worker_id=self.slot * self.span + families.index(family) * self.cfg.num_envs,
                 timeout_wait=self.cfg.timeout_wait,
                 no_graphics=self.cfg.no_graphics,
                 log_folder=self.log_folder,

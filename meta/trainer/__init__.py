@@ -23,9 +23,12 @@ def train(cfg: Config, run_id: str) -> Path:
 
     checked = plan(cfg, run_id)
     resolved = {**asdict(cfg), "run_id": run_id}
-    trainer = MetaTrainer(checked, OmegaConf.to_yaml(resolved), resolved)
     try:
-        return trainer.run()
-    except BaseException:
-        trainer.close()
-        raise
+        trainer = MetaTrainer(checked, OmegaConf.to_yaml(resolved), resolved)
+        try:
+            return trainer.run()
+        except BaseException:
+            trainer.close()
+            raise
+    finally:
+        checked.close()

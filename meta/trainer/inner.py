@@ -1,19 +1,30 @@
-"""A meta-step's inner trainings: the tasks it draws, the PPO jobs over them, crash retries."""
+"""A meta-step's inner trainings: the tasks it draws, the PPO jobs over them, crash retries.
+
+The jobs are picklable descriptions (meta.runtime.jobs) that an executor runs: in this process
+(`runtime=local`) or on Ray actors (`runtime=ray`). Reptile's trainings are independent and run
+side by side; trainings that chain Adam's state (meta.inner_optimizer=carry, meta=joint,
+meta=single) each continue from the previous one, so they run one after the other.
+"""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
 
-from envs.interface import TaskEnvironment
 from meta.algorithm import reptile
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import RunSchedule
 from meta.algorithm.ppo.rollout import Timers
-from meta.algorithm.ppo.train import Hyper, InnerResult, OptimizerState, inner_train
+from meta.algorithm.ppo.train import Hyper, InnerResult, OptimizerState, SelfPlayState
+from meta.algorithm.selfplay.ghost import elo_only
 from meta.config import Config
+from meta.runtime.executor import InnerExecutor, make_executor
+from meta.runtime.jobs import InnerJob
 from meta.trainer.preflight import Plan
 
 log = logging.getLogger(__name__)
@@ -29,6 +40,18 @@ class InnerTrainings:
     def __init__(self, plan: Plan, timers: Timers) -> None:
         self.plan, self.cfg, self.timers = plan, plan.cfg, timers
         self.restarts = 0
+        self._executor: InnerExecutor | None = None
+
+    @property
+    def executor(self) -> InnerExecutor:
+        """Where the jobs run (Ray's actors start with the first meta-step)."""
+        if self._executor is None:
+            self._executor = make_executor(self.cfg, self.plan.pool, self.timers)
+            if self.cfg.runtime.backend == "ray":
+                self.plan.pool.close()  # the actors own the environments; drop the driver's builds
+                if self.carries_optimizer:
+                    log.info("the inner trainings chain Adam's state: one after the other")
+        return self._executor
 
     def tasks(self, rng: np.random.Generator, env_params: dict[str, float]) -> list[reptile.Task]:
         """The meta-step's tasks: one per inner training (joint: the tasks it trains together)."""
@@ -50,31 +73,49 @@ class InnerTrainings:
         tasks: list[reptile.Task],
         hyper: Hyper,
         optimizer_state: OptimizerState | None = None,
+        self_play_state: SelfPlayState | None = None,
     ) -> list[InnerResult]:
-        """The meta-step's trainings; a crashed build is restarted and the step retried.
+        """The meta-step's trainings; a crashed build or lost actor is replaced, its job retried.
 
         With `carries_optimizer`, the trainings continue Adam from `optimizer_state`, one
         after the other (each from the state the previous one left); otherwise each starts
-        a fresh Adam.
+        a fresh Adam, and the executor may run them side by side. Games start from the run's
+        ELO in `self_play_state`; joint and single also continue its ghost.
         """
-        crash_types = self.plan.pool.crash_types()
-        while True:
-            try:
-                return self._train_once(k, theta, tasks, hyper, optimizer_state)
-            except crash_types as crash:
-                self.restarts += 1
-                if self.restarts > self.cfg.env.max_restarts:
-                    raise BuildsExhausted(
-                        f"builds crashed {self.restarts} times (env.max_restarts="
-                        f"{self.cfg.env.max_restarts}); last: {crash}"
-                    ) from crash
-                log.warning(
-                    "A build crashed in meta-step %d (%s); restarting it and retrying "
-                    "the meta-step from theta",
-                    k,
-                    crash,
-                )
-                self.plan.pool.restart_all()
+        continuous = self.cfg.meta.algorithm != "reptile"
+        play = self_play_state if continuous else elo_only(self_play_state)
+        jobs = [job.carrying(self_play_state=play) for job in self.jobs(k, tasks, hyper)]
+        on_crash = partial(self._crashed, k)
+        if not self.carries_optimizer:
+            return self.executor.run(theta, jobs, on_crash)
+        results, state = [], optimizer_state
+        for job in jobs:
+            job = job.carrying(optimizer_state=state, self_play_state=play)
+            (result,) = self.executor.run(theta, [job], on_crash)
+            results.append(result)
+            state = result.optimizer_state
+            play = result.self_play_state if continuous else play
+        return results
+
+    def _crashed(self, k: int, crash: BaseException) -> None:
+        """Count a crash; BuildsExhausted once env.max_restarts is spent."""
+        self.restarts += 1
+        if self.restarts > self.cfg.env.max_restarts:
+            raise BuildsExhausted(
+                f"builds crashed {self.restarts} times (env.max_restarts="
+                f"{self.cfg.env.max_restarts}); last: {crash}"
+            ) from crash
+        what = (
+            "A Ray actor was lost"
+            if type(crash).__module__.startswith("ray")
+            else "A build crashed"
+        )
+        log.warning(
+            "%s in meta-step %d (%s); restarting it and retrying its inner training from theta",
+            what,
+            k,
+            str(crash).strip().splitlines()[0] if str(crash).strip() else type(crash).__name__,
+        )
 
     @property
     def carries_optimizer(self) -> bool:
@@ -82,56 +123,38 @@ class InnerTrainings:
         meta = self.cfg.meta
         return meta.algorithm != "reptile" or meta.inner_optimizer == "carry"
 
-    def _train_once(
-        self,
-        k: int,
-        theta: dict[str, torch.Tensor],
-        tasks: list[reptile.Task],
-        hyper: Hyper,
-        optimizer_state: OptimizerState | None,
-    ) -> list[InnerResult]:
+    def jobs(self, k: int, tasks: list[reptile.Task], hyper: Hyper) -> list[InnerJob]:
+        """The meta-step's inner trainings as jobs, each with its own seed."""
         cfg = self.cfg
-        schedule: RunSchedule | None = None
-        if cfg.meta.algorithm == "reptile":
-            jobs = [(reptile.inner_seed(cfg.seed, k, i), [t], cfg.ppo) for i, t in enumerate(tasks)]
-        else:
-            # joint and single continue theta and Adam for reptile's env-step budget: each
-            # chunk picks up the run's linear schedules where the last one stopped, so the
-            # whole run is one linearly-annealed PPO training, as ML-Agents would run it.
-            chunk = replace(cfg.ppo, max_steps=cfg.ppo.max_steps * cfg.meta.meta_batch_size)
-            jobs = [(reptile.inner_seed(cfg.seed, k, 0), tasks, chunk)]
-            schedule = _run_schedule(cfg, k, chunk.max_steps)
-        state = optimizer_state if self.carries_optimizer else None
-        results = []
-        for seed, group, ppo in jobs:
-            env = self._env(group, seed)
-            try:
-                with self.timers.scope("inner_training"):
-                    result = inner_train(
-                        env,
-                        theta,
-                        cfg.network,
-                        ppo,
-                        seed=seed,
-                        hyper=hyper,
-                        stats_channel=env.stats_channel,
-                        timers=self.timers,
-                        device=cfg.torch_device,
-                        optimizer_state=state,
-                        schedule=None if schedule is None else schedule.at,
-                    )
-            finally:
-                self.plan.pool.release(env)
-            results.append(result)
-            if self.carries_optimizer:
-                state = result.optimizer_state
-        return results
 
-    def _env(self, tasks: list[reptile.Task], seed: int) -> TaskEnvironment:
-        """One task's environment, or all tasks' areas side by side for joint training."""
-        if len(tasks) > 1:
-            return self.plan.pool.concat([(t.family, t.params) for t in tasks], seed)
-        return self.plan.pool.env(tasks[0].family, tasks[0].params, seed)
+        def job(
+            index: int, group: tuple[reptile.Task, ...], ppo: PPOConfig, **more: Any
+        ) -> InnerJob:
+            return InnerJob(
+                index=index,
+                tasks=group,
+                seed=reptile.inner_seed(cfg.seed, k, index),
+                ppo=ppo,
+                network=cfg.network,
+                hyper=hyper,
+                device=cfg.torch_device,
+                returns_optimizer=self.carries_optimizer,
+                **more,
+            )
+
+        if cfg.meta.algorithm == "reptile":
+            return [job(i, (t,), cfg.ppo) for i, t in enumerate(tasks)]
+        # joint and single continue theta and Adam for reptile's env-step budget: each
+        # chunk picks up the run's linear schedules where the last one stopped, so the
+        # whole run is one linearly-annealed PPO training, as ML-Agents would run it.
+        chunk = replace(cfg.ppo, max_steps=cfg.ppo.max_steps * cfg.meta.meta_batch_size)
+        return [job(0, tuple(tasks), chunk, schedule=_run_schedule(cfg, k, chunk.max_steps))]
+
+    def close(self) -> None:
+        """Release the executor's workers (the run closes its own pool)."""
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
 
 
 def _run_schedule(cfg: Config, k: int, chunk_steps: int) -> RunSchedule:

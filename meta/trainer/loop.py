@@ -12,7 +12,14 @@ from rich.console import Console
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
-from meta.algorithm.ppo.train import InnerResult, OptimizerState, policy_for
+from meta.algorithm.ppo.train import (
+    InnerResult,
+    OptimizerState,
+    SelfPlayState,
+    is_game,
+    policy_for,
+)
+from meta.algorithm.selfplay.ghost import run_state_after
 from meta.observe.progress import Progress
 from meta.observe.reporter import (
     INNER_UPDATES_TABLE,
@@ -43,6 +50,10 @@ from meta.trainer.preflight import Plan
 log = logging.getLogger(__name__)
 OPTIMIZER = "optimizer"
 """Checkpoint key of Adam's state where it carries over (joint, single, reptile with carry)."""
+SELF_PLAY = "self_play"
+"""Checkpoint key of the run's self-play state: its ELO (and, for joint and single, the ghost)."""
+ELO = "elo"
+"""ML-Agents' status key (StatusType.ELO) of the behavior's rating."""
 
 
 class MetaTrainer:
@@ -114,10 +125,13 @@ class MetaTrainer:
             self.meta_step, self.env_steps = int(state["meta_step"]), int(state["env_steps"])
             self.task_counts: dict[str, int] = dict(state["task_counts"])
             self.optimizer_state: OptimizerState | None = state.get(OPTIMIZER)
+            self.self_play_state: SelfPlayState | None = state.get(SELF_PLAY)
             return
         self.meta_step, self.env_steps, self.task_counts = 0, 0, {}
         self.optimizer_state = None
+        self.self_play_state = None
         env = self.plan.pool.env(self.cfg.meta.tasks[0].name, {}, self.cfg.seed)
+        is_game(env, self.cfg.ppo)  # a build of teams needs ppo.self_play: refuse it now
         theta = policy_for(env, self.cfg.network, seed=self.cfg.seed).state_dict()
         self.plan.pool.release(env)
         if start.initial_weights is not None:
@@ -157,7 +171,9 @@ class MetaTrainer:
         hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, k)
         outer_lr = reptile.outer_step_size(cfg.meta, k)
         faults.at("inner_training", k)
-        results = self.inner.train(k, self.theta, tasks, hyper, self.optimizer_state)
+        results = self.inner.train(
+            k, self.theta, tasks, hyper, self.optimizer_state, self.self_play_state
+        )
         with self.timers.scope("interpolate"):
             new_theta = self._outer_update(results, outer_lr)
             theta_delta = reptile.distance(new_theta, self.theta)
@@ -179,7 +195,7 @@ class MetaTrainer:
                 (k + 1) / cfg.meta.steps, {BEHAVIOR_NAME: [x for x in rewards if x == x]}
             )
             optimizer_state = results[-1].optimizer_state if self.inner.carries_optimizer else None
-            table = self._commit(step, new_theta, optimizer_state)
+            table = self._commit(step, new_theta, optimizer_state, self._self_play_after(results))
         self._announce(changes, k, env_params)
         return table
 
@@ -188,6 +204,16 @@ class MetaTrainer:
         if self.cfg.meta.algorithm == "reptile":
             return reptile.reptile_update(self.theta, [r.weights for r in results], outer_lr)
         return results[0].weights
+
+    def _self_play_after(self, results: list[InnerResult]) -> SelfPlayState | None:
+        """The run's ELO (and, for joint and single, the ghost) after this meta-step."""
+        self_play = self.cfg.ppo.self_play
+        return run_state_after(
+            self.self_play_state,
+            [r.self_play_state for r in results],
+            self.cfg.meta.algorithm != "reptile",
+            1200.0 if self_play is None else self_play.initial_elo,
+        )
 
     def _announce(self, changes: dict[str, int], k: int, env_params: dict[str, float]) -> None:
         """Log each curriculum lesson change with the new lesson's value and the values drawn."""
@@ -210,14 +236,18 @@ class MetaTrainer:
         step: MetaStep,
         new_theta: dict[str, torch.Tensor],
         optimizer_state: OptimizerState | None = None,
+        self_play_state: SelfPlayState | None = None,
     ) -> list[dict[str, Any]]:
         """Commit a finished meta-step whole (its checkpoint holds its rows), then the writers."""
         table = rows(step, self.theta, self.env_steps)
         self.theta, self.meta_step = new_theta, step.index + 1
         self.optimizer_state = optimizer_state
+        self.self_play_state = self_play_state
         self.env_steps += int(sum(r.stats["steps"] for r in step.results))
         for row in table:
             row["total_env_steps"] = self.env_steps
+            if self_play_state is not None:
+                row["elo"] = float(self_play_state["elo"])  # the run's rating after the step
             self.task_counts[row["task"]] = self.task_counts.get(row["task"], 0) + 1
         reward = nanmean(r["mean_reward"] for r in table)
         self.last_reward = None if reward != reward else reward
@@ -231,11 +261,14 @@ class MetaTrainer:
             "task_counts": dict(self.task_counts),
             "parameters": self.plan.parameters.state_dict(),
             OPTIMIZER: self.optimizer_state,
+            SELF_PLAY: self.self_play_state,
             JOURNAL: journal,
         }
         for name, lesson in self.plan.parameters.lesson_nums().items():
             self.status.set_lesson_num(name, lesson)
         self.status.set(BEHAVIOR_NAME, "env_steps", self.env_steps)
+        if self.self_play_state is not None:
+            self.status.set(BEHAVIOR_NAME, ELO, float(self.self_play_state["elo"]))
         with self.timers.scope("checkpoint"):
             interval = self.cfg.checkpoint.checkpoint_interval
             kept = self.meta_step % interval == 0 or self.meta_step == self.cfg.meta.steps
@@ -264,4 +297,7 @@ class MetaTrainer:
             self.timers.write(self.run_dir / TIMERS_FILE)
             self.reporter.close()
         finally:
-            self.plan.pool.close()
+            try:
+                self.inner.close()
+            finally:
+                self.plan.pool.close()

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
 from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.selfplay.checks import check_families
 from meta.config import Config
 from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
 from meta.run.directory import check, latest_weights
+from meta.runtime.cluster import Cluster, connect
 from meta.runtime.envpool import EnvPool
 
 
@@ -22,6 +24,14 @@ class Plan:
     sampler: reptile.TaskSampler
     parameters: EnvironmentParameters
     pool: EnvPool
+    cluster: Cluster | None = field(default=None)
+    """The Ray connection (runtime=ray), made before anything is written."""
+
+    def close(self) -> None:
+        """Close the driver's builds and leave Ray (stopping it if this process started it)."""
+        self.pool.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
 
 def plan(cfg: Config, run_id: str) -> Plan:
@@ -35,10 +45,12 @@ def plan(cfg: Config, run_id: str) -> Plan:
     if cfg.meta.algorithm == "joint" and cfg.env.backend != "native":
         raise ValueError("meta=joint splits areas across tasks and needs env.backend=native")
     pool.check([t.name for t in cfg.meta.tasks])
+    check_families([t.name for t in cfg.meta.tasks], cfg.ppo.self_play, cfg.meta.algorithm)
     check(cfg, run_id)
     if cfg.initialize_from and cfg.env.backend == "native":
         _check_initial_weights(cfg)
-    return Plan(cfg, run_id, sampler, parameters, pool)
+    cluster = connect(cfg.runtime) if cfg.runtime.backend == "ray" else None
+    return Plan(cfg, run_id, sampler, parameters, pool, cluster)
 
 
 def _check_initial_weights(cfg: Config) -> None:

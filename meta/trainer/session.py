@@ -80,8 +80,7 @@ def run(
     finally:
         if trainer is not None:
             _close_quietly(trainer)
-        else:
-            plan.pool.close()
+        plan.close()
         lock.release()
 
 

@@ -23,7 +23,7 @@ def _one_line_error(fn, *args, **kwargs) -> str:  # type: ignore[no-untyped-def]
 
 def test_registry_and_unknown_task() -> None:
     assert envs.BEHAVIOR_NAME == "Brain"
-    assert list(envs.FAMILIES) == ["FindTarget", "CarryObject"]
+    assert list(envs.FAMILIES) == ["FindTarget", "CarryObject", "Sumo"]
     assert envs.family("CarryObject") is envs.FAMILIES["CarryObject"]
     assert "Nope" in _one_line_error(envs.family, "Nope")
     assert "Nope" in _one_line_error(envs.make, "Nope")

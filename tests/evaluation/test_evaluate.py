@@ -303,3 +303,28 @@ def test_runs_that_differ_in_more_than_the_seed_or_lack_weights_are_refused(
     (Path(tiny_config().results_dir) / "c" / "Brain" / "checkpoint.pt").unlink()
     with pytest.raises(RunError, match="run 'c' has no weights"):
         plan(eval_config(tiny_config, "a", "eval.run_ids=[a,c]"), "a")
+
+
+@pytest.mark.integration
+def test_parallel_adaptation_on_builds_takes_its_own_ports_and_gives_the_sequential_results(
+    tiny_config: Factory, free_ports: Callable[..., int]
+) -> None:
+    from meta.evaluation.executor import ProcessExecutor, SequentialExecutor
+
+    port = free_ports(12)  # the driver's block and one block per parallel job (3 builds each)
+    unity = ("env=unity", "env.num_areas=8", f"env.base_port={port}", "env.timeout_wait=20")
+    train(tiny_config("meta.steps=1", *unity), "u")
+    # joint trains on native areas only: the run stands in as its own baseline
+    runs = ("eval.splits=[test]", "eval.budgets=[0,1]", "eval.joint_run_id=u")
+    sequential = eval_config(tiny_config, "u", *unity, *runs, "eval.out_dir=${results_dir}/seq")
+    parallel = eval_config(tiny_config, "u", *unity, *runs, "eval.out_dir=${results_dir}/par")
+    cells = evaluate(plan(sequential, "u"), executor=SequentialExecutor())
+    executor = ProcessExecutor(2)
+    try:
+        assert evaluate(plan(parallel, "u"), executor=executor) == cells
+    finally:
+        executor.close()
+    out = Path(sequential.results_dir)
+    assert (out / "seq" / "adaptation.csv").read_text() == (
+        out / "par" / "adaptation.csv"
+    ).read_text()

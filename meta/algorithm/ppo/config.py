@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from meta.algorithm.selfplay.config import SelfPlayConfig
+
 SCHEDULES = ("constant", "linear")
 
 
@@ -64,6 +66,8 @@ class PPOConfig:
     """Global gradient-norm clip."""
     value_coef: float = 0.5
     """Weight of the value loss in the total loss."""
+    self_play: SelfPlayConfig | None = None
+    """ML-Agents' `self_play` section: games of teams train with the ghost trainer (None: off)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field, before any environment step."""
@@ -86,6 +90,8 @@ class PPOConfig:
         for name in ("lambd", "gamma"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.self_play is not None:
+            self.self_play.validate()
         for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):
             if getattr(self, name) not in SCHEDULES:
                 raise ValueError(

@@ -22,6 +22,7 @@ from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.policy import Policy, make_policy
 from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Timers
 from meta.algorithm.ppo.update import ppo_update
+from meta.algorithm.selfplay.ghost import SelfPlayState
 from meta.runtime.threads import torch_threads
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Hyper",
     "InnerResult",
     "OptimizerState",
+    "SelfPlayState",
     "cpu_weights",
     "inner_train",
     "policy_for",
@@ -51,6 +53,8 @@ class InnerResult:
     updates: list[dict[str, float]] = field(default_factory=list)
     optimizer_state: OptimizerState | None = None
     """Adam's state after the training, to continue it in the next one."""
+    self_play_state: SelfPlayState | None = None
+    """The run's ELO after the training and, for a game, the ghost to continue it with."""
 
 
 def train(
@@ -135,11 +139,14 @@ def inner_train(
     device: str = "cpu",
     optimizer_state: OptimizerState | None = None,
     schedule: Schedule | None = None,
+    self_play_state: SelfPlayState | None = None,
 ) -> InnerResult:
     """One inner training from `weights`; returns the trained weights, statistics and Adam.
 
     `optimizer_state` continues Adam from an earlier training (None: a fresh Adam); it is
-    copied, never changed. `schedule` as in `train`.
+    copied, never changed. `schedule` as in `train`. A game of teams trains with the ghost
+    trainer (cfg.self_play): `self_play_state` gives the run's ELO and, to continue one, the
+    ghost; other tasks pass it through unchanged.
     """
     policy = policy_for(env, network).to(device)
     policy.load_state_dict(weights)
@@ -147,6 +154,23 @@ def inner_train(
     if optimizer_state is not None:
         # load_state_dict keeps tensors already on the right device: copy, as Adam steps in place
         optimizer.load_state_dict(copy.deepcopy(optimizer_state))
+    if is_game(env, cfg):
+        from meta.algorithm.selfplay.trainer import game_train
+
+        trained, game_stats, game_updates, state = game_train(
+            env,
+            policy,
+            cfg,
+            optimizer,
+            seed=seed,
+            hyper=hyper,
+            timers=timers,
+            stats_channel=stats_channel,
+            schedule=schedule,
+            self_play_state=self_play_state,
+        )
+        optimizer_out = optimizer_cpu_state(optimizer)
+        return InnerResult(trained, game_stats, game_updates, optimizer_out, state)
     updates: list[dict[str, float]] = []
     stats = train(
         env,
@@ -160,7 +184,22 @@ def inner_train(
         optimizer=optimizer,
         schedule=schedule,
     )
-    return InnerResult(cpu_weights(policy), stats, updates, optimizer_cpu_state(optimizer))
+    return InnerResult(
+        cpu_weights(policy), stats, updates, optimizer_cpu_state(optimizer), self_play_state
+    )
+
+
+def is_game(env: AgentEnvironment, cfg: PPOConfig) -> bool:
+    """Whether the env is a game of teams; ValueError if it is one and self_play is not set."""
+    from envs.tasks.teams import team_of
+
+    teams = [name for name in env.behavior_specs if team_of(name) is not None]
+    if teams and cfg.self_play is None:
+        raise ValueError(
+            f"behaviors {', '.join(teams)} have team ids but ppo.self_play is not set: "
+            "a game of teams trains with self-play (add ppo.self_play, e.g. ppo=selfplay)"
+        )
+    return bool(teams)
 
 
 def optimizer_cpu_state(optimizer: torch.optim.Optimizer) -> OptimizerState:

@@ -1,0 +1,146 @@
+"""The ghost trainer: PPO on the learning team's experience against the ghost's opponents."""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
+
+from envs.interface import AgentEnvironment
+from meta.algorithm.ppo.config import PPOConfig
+from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.rollout import NullTimers, Timers
+from meta.algorithm.ppo.update import ppo_update
+from meta.algorithm.selfplay.ghost import Ghost, SelfPlayState
+from meta.algorithm.selfplay.rollout import TeamCollector
+from meta.runtime.threads import torch_threads
+
+ELO_STAT = "Self-play/ELO"
+"""ML-Agents' name of the learning policy's rating."""
+WIN_RATE_STAT = "Self-play/Win Rate"
+"""Fraction of the learning team's finished games that it won."""
+GHOST_SEED = 0x6057
+Schedule = Callable[[int], Hyper]
+
+
+def weights_of(policy: Policy) -> dict[str, torch.Tensor]:
+    """A detached CPU copy of the policy's state_dict."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
+
+
+def ghost_for(cfg: PPOConfig, policy: Policy, state: SelfPlayState | None, seed: int) -> Ghost:
+    """The ghost a training continues (state["ghost"]) or starts from the policy's weights."""
+    self_play = cfg.self_play
+    assert self_play is not None
+    if state is not None and "ghost" in state:
+        return Ghost.from_state_dict(self_play, state["ghost"])
+    elo = self_play.initial_elo if state is None else float(state["elo"])
+    seed_seq = np.random.SeedSequence([seed, GHOST_SEED]).generate_state(1)[0]
+    return Ghost.start(self_play, weights_of(policy), elo, int(seed_seq))
+
+
+def ghost_train(
+    env: AgentEnvironment,
+    policy: Policy,
+    cfg: PPOConfig,
+    *,
+    seed: int,
+    schedule: Schedule,
+    optimizer: torch.optim.Optimizer,
+    state: SelfPlayState | None = None,
+    timers: Timers | None = None,
+    on_update: Callable[[int, dict[str, float]], None] | None = None,
+) -> tuple[list[dict[str, float]], TeamCollector, SelfPlayState, int]:
+    """Train `policy` in place for cfg.max_steps learning-team agent-steps with self-play.
+
+    `state` continues a ghost (snapshots, opponent, counters, ELO) or, with only an "elo",
+    starts one from the policy's weights at that rating. Returns the updates' statistics,
+    the collector (its episodes and game results), the state to continue from and the
+    learning team's agent-steps.
+    """
+    from meta.algorithm.ppo.train import _update_threads
+
+    timers = timers or NullTimers()
+    generator = torch.Generator().manual_seed(seed)
+    ghost = ghost_for(cfg, policy, state, seed)
+    opponent = copy.deepcopy(policy)
+    collector = TeamCollector(env, policy, opponent, ghost, generator, cfg.time_horizon, timers)
+    horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
+    worker, update_threads = _update_threads(collector.device)
+    steps, history = 0, []
+    try:
+        while steps < cfg.max_steps:
+            current = schedule(steps)
+            rollout = collector.collect(horizon)
+            steps += rollout.num_steps
+            with timers.scope("update"), torch_threads(update_threads):
+                if policy.normalize:
+                    obs = rollout.obs.reshape(rollout.num_steps, -1)
+                    policy.normalizer.update(obs.to(collector.device))
+                update = ppo_update(policy, optimizer, rollout, cfg, current, generator, worker)
+            ghost.publish(weights_of(policy))
+            history.append(update)
+            if on_update is not None:
+                on_update(len(history), update)
+    finally:
+        if worker is not None:
+            worker.shutdown()
+    return history, collector, {"elo": ghost.current_elo, "ghost": ghost.state_dict()}, steps
+
+
+def game_stats(collector: TeamCollector, elo: float) -> dict[str, float]:
+    """The learning policy's ELO and its team's win rate over the games it finished."""
+    results = np.asarray(collector.results, np.float64)
+    wins = float((results == 1.0).mean()) if len(results) else float("nan")
+    return {ELO_STAT: elo, WIN_RATE_STAT: wins, "games": float(len(results))}
+
+
+def game_train(
+    env: AgentEnvironment,
+    policy: Policy,
+    cfg: PPOConfig,
+    optimizer: torch.optim.Optimizer,
+    *,
+    seed: int,
+    hyper: Hyper | None = None,
+    timers: Timers | None = None,
+    stats_channel: StatsSideChannel | None = None,
+    schedule: Schedule | None = None,
+    self_play_state: SelfPlayState | None = None,
+) -> tuple[dict[str, torch.Tensor], dict[str, float], list[dict[str, float]], SelfPlayState]:
+    """inner_train for a game: trained weights, statistics, updates and the self-play state."""
+    from meta.algorithm.ppo.train import _summary
+
+    cfg.validate()
+    start_hyper = hyper or Hyper.of(cfg)
+    if start_hyper.learning_rate <= 0:
+        raise ValueError(f"learning_rate must be > 0, got {start_hyper.learning_rate}")
+    started = time.perf_counter()
+    if stats_channel is not None:
+        stats_channel.get_and_reset_stats()
+    updates: list[dict[str, float]] = []
+    history, collector, state, steps = ghost_train(
+        env,
+        policy,
+        cfg,
+        seed=seed,
+        schedule=schedule or (lambda done: start_hyper.after(cfg, done, cfg.max_steps)),
+        optimizer=optimizer,
+        state=self_play_state,
+        timers=timers,
+        on_update=lambda _, update: updates.append(update),
+    )
+    if stats_channel is not None:
+        stats_channel.get_and_reset_stats()  # the games are counted from the learning team's view
+    games = game_stats(collector, state["elo"])
+    stats = _summary(
+        history, collector.episodes, games[WIN_RATE_STAT], steps, time.perf_counter() - started
+    )
+    stats.update(games)
+    return weights_of(policy), stats, updates, state

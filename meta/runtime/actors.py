@@ -1,0 +1,162 @@
+"""A meta-step's inner trainings on Ray actors that own their environments.
+
+Each actor keeps an environment pool for the life of the run, so builds (env.backend=unity)
+stay alive across meta-steps; its builds take a block of worker ids (ports) no other actor or
+the driver uses, and a replacement actor takes a fresh block, since a killed actor's builds
+may outlive it for a while. θ goes to the object store once per meta-step; jobs go to whichever
+actor is free, and results come back in the jobs' order, so the outer update sees exactly what
+the local executor gives it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from ray.exceptions import ActorUnavailableError, ObjectLostError, RayActorError, RayTaskError
+
+from meta.algorithm.ppo.rollout import NullTimers
+from meta.algorithm.ppo.train import InnerResult
+from meta.config import EnvConfig, RuntimeConfig
+from meta.runtime.envpool import EnvPool
+from meta.runtime.executor import OnCrash
+from meta.runtime.jobs import InnerJob, Weights, run_job
+
+log = logging.getLogger(__name__)
+CLOSE_TIMEOUT_S = 10.0
+"""How long closing waits for actors to close their builds before ending them."""
+Arrays = dict[str, np.ndarray]
+"""A state_dict as numpy arrays: Ray moves these without copies, torch tensors cost ~40 µs each."""
+LOST = (RayActorError, ActorUnavailableError, ObjectLostError)
+"""What ray.get raises when an actor's process, or its node, is gone."""
+
+
+class InnerWorker:
+    """A Ray actor: trains jobs from θ on environments it keeps between meta-steps."""
+
+    def __init__(self, env: EnvConfig, slot: int, threads: int, log_folder: str | None) -> None:
+        torch.set_num_threads(threads)
+        self.pool = EnvPool(env, slot)
+        self.pool.log_folder = log_folder
+
+    def run(self, theta: Arrays, job: InnerJob) -> tuple[InnerResult, Arrays]:
+        """One inner training (Ray resolves `theta` from the object store); φ as arrays."""
+        result = run_job(job, to_torch(theta), self.pool, NullTimers())
+        return replace(result, weights={}), to_numpy(result.weights)
+
+    def pid(self) -> int:
+        """This actor's process id (for the fault tests and the benchmark)."""
+        return os.getpid()
+
+    def restart(self) -> None:
+        """Drop every build; each is relaunched when next asked for."""
+        self.pool.restart_all()
+
+    def close(self) -> None:
+        """Close every build."""
+        self.pool.close()
+
+
+RemoteWorker: Any = ray.remote(max_restarts=0)(InnerWorker)
+
+
+def to_numpy(weights: Weights) -> Arrays:
+    """A CPU state_dict's tensors as numpy arrays (the same bits)."""
+    return {key: value.detach().cpu().numpy() for key, value in weights.items()}
+
+
+def to_torch(arrays: Arrays) -> Weights:
+    """Tensors of their own from arrays (Ray's are read-only views of the object store)."""
+    return {key: torch.from_numpy(np.array(value)) for key, value in arrays.items()}
+
+
+class RayExecutor:
+    """Inner trainings on `runtime.num_actors` actors; a lost actor is replaced, its job retried."""
+
+    def __init__(self, cfg: RuntimeConfig, env: EnvConfig, log_folder: str | None) -> None:
+        self.cfg, self.env, self.log_folder = cfg, env, log_folder
+        self._next_slot = 1  # slot 0 is the driver's pool
+        self._theta: Weights | None = None
+        self._theta_ref: Any = None
+        self.actors = [self._spawn() for _ in range(cfg.num_actors)]
+
+    def _spawn(self) -> Any:
+        slot, self._next_slot = self._next_slot, self._next_slot + 1
+        options = RemoteWorker.options(num_cpus=self.cfg.cpus_per_actor)
+        return options.remote(self.env, slot, self.cfg.torch_threads, self.log_folder)
+
+    def pids(self) -> list[int]:
+        """The actors' process ids, in actor order."""
+        return list(ray.get([actor.pid.remote() for actor in self.actors]))
+
+    def run(self, theta: Weights, jobs: Sequence[InnerJob], on_crash: OnCrash) -> list[InnerResult]:
+        """Every job's result, in order; jobs go to free actors, θ is put once."""
+        theta_ref = self._put(theta)
+        crash_types = EnvPool(self.env).crash_types()
+        queue = deque(enumerate(jobs))
+        idle = deque(range(len(self.actors)))
+        running: dict[Any, tuple[int, int, InnerJob]] = {}
+        results: dict[int, InnerResult] = {}
+        try:
+            while queue or running:
+                while queue and idle:
+                    actor, (position, job) = idle.popleft(), queue.popleft()
+                    ref = self.actors[actor].run.remote(theta_ref, job)
+                    running[ref] = (actor, position, job)
+                (done,), _ = ray.wait(list(running), num_returns=1)
+                actor, position, job = running.pop(done)
+                try:
+                    result, weights = ray.get(done)
+                    results[position] = replace(result, weights=to_torch(weights))
+                except LOST as lost:
+                    on_crash(lost)
+                    self._replace(actor)
+                    queue.appendleft((position, job))
+                except crash_types as crash:
+                    on_crash(getattr(crash, "cause", None) or crash)  # the build's own error
+                    self._restart(actor)
+                    queue.appendleft((position, job))
+                except RayTaskError as error:
+                    raise (error.cause or error) from None  # the job's error, as in-process
+                idle.append(actor)
+        finally:
+            for ref in running:
+                ray.cancel(ref)
+        return [results[position] for position in range(len(jobs))]
+
+    def _put(self, theta: Weights) -> Any:
+        """θ's object store reference, put once per θ (a chain's trainings share it)."""
+        if theta is not self._theta:
+            self._theta, self._theta_ref = theta, ray.put(to_numpy(theta))
+        return self._theta_ref
+
+    def _restart(self, index: int) -> None:
+        """Relaunch an actor's builds (replace the actor if it is gone too)."""
+        try:
+            ray.get(self.actors[index].restart.remote())
+        except LOST:
+            self._replace(index)
+
+    def _replace(self, index: int) -> None:
+        """A new actor (and a new block of ports) in place of a lost one."""
+        ray.kill(self.actors[index], no_restart=True)
+        self.actors[index] = self._spawn()
+        log.warning("replaced Ray actor %d (a fresh process; its job retried from theta)", index)
+
+    def close(self) -> None:
+        """Close the actors' builds, then end the actors."""
+        closing = [actor.close.remote() for actor in self.actors]
+        try:
+            ray.get(closing, timeout=CLOSE_TIMEOUT_S)
+        except Exception as error:  # a lost actor has nothing left to close
+            log.debug("closing Ray actors: %s", error)
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        self.actors = []

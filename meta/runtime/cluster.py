@@ -1,0 +1,88 @@
+"""Joining or starting the Ray cluster a run uses; every way that fails is one line."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+
+from meta.config import RuntimeConfig
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+@dataclass
+class Cluster:
+    """This process's connection to Ray; shut down at the end only if this process started it."""
+
+    started: bool
+
+    def close(self) -> None:
+        """Disconnect (and stop the local cluster this process started); once."""
+        import ray
+
+        if self.started and ray.is_initialized():
+            ray.shutdown()
+        self.started = False
+
+
+def connect(cfg: RuntimeConfig) -> Cluster:
+    """Join Ray as `runtime.address` says, or start a local cluster; RuntimeError in one line.
+
+    A process already connected (a test session, a job of Hydra's Ray launcher) keeps its
+    connection. The cluster must have room for every actor, or they would wait forever.
+    """
+    try:
+        import ray
+    except ImportError as error:
+        raise RuntimeError("runtime=ray needs Ray: pip install -e '.[ray]'") from error
+    cluster = Cluster(started=False)
+    if not ray.is_initialized():
+        if cfg.address not in (None, "auto"):
+            _answers(cfg.address)
+        try:
+            ray.init(
+                # "local" always starts a cluster of our own; None would join a running one
+                address=cfg.address or "local",
+                num_cpus=cfg.num_cpus if cfg.address is None else None,
+                include_dashboard=False,
+                logging_level=logging.ERROR,
+            )
+        except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
+            where = "start a local Ray cluster" if cfg.address is None else f"join {cfg.address}"
+            raise RuntimeError(f"runtime=ray: could not {where}: {_first(error)}") from error
+        cluster.started = True
+    _check_room(cfg, cluster)
+    return cluster
+
+
+def _answers(address: str) -> None:
+    """RuntimeError unless something listens at host:port (ray.init would retry for a minute)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as error:
+        raise RuntimeError(
+            f"runtime.address={address}: nothing answers there ({_first(error)}); start the "
+            "head with `ray start --head` or use runtime.address=auto on a cluster node"
+        ) from error
+
+
+def _check_room(cfg: RuntimeConfig, cluster: Cluster) -> None:
+    """RuntimeError when the cluster's CPUs cannot hold num_actors x cpus_per_actor."""
+    import ray
+
+    total = float(ray.cluster_resources().get("CPU", 0.0))
+    need = cfg.num_actors * cfg.cpus_per_actor
+    if need > total:
+        cluster.close()
+        raise RuntimeError(
+            f"runtime.num_actors={cfg.num_actors} x runtime.cpus_per_actor={cfg.cpus_per_actor} "
+            f"needs {need:g} CPUs; the Ray cluster has {total:g}"
+        )
+
+
+def _first(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,38 @@
+"""meta-eval's adaptation jobs on Ray give the sequential results, file for file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from meta.config import Config
+from meta.evaluation.evaluate import evaluate, plan
+from meta.trainer import train
+
+Factory = Callable[..., Config]
+EVAL = (
+    "eval.budgets=[0,1]",
+    "eval.seeds=2",
+    "eval.tasks_per_family=1",
+    "eval.splits=[test]",
+    "eval.buffer_size=128",
+    "eval.eval_episodes=4",
+    "eval.bootstrap_samples=100",
+)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_adaptation_jobs_on_ray_equal_sequential_evaluation(tiny_config: Factory) -> None:
+    train(tiny_config("meta.steps=1"), "r")
+    given = ("run_id=r", "eval.joint_run_id=r", *EVAL)  # the run stands in for its baseline
+    sequential = tiny_config(*given, "eval.out_dir=${results_dir}/seq")
+    on_ray = tiny_config(*given, "eval.out_dir=${results_dir}/ray", "runtime=ray")
+    cells = evaluate(plan(sequential, "r"))
+    checked = plan(on_ray, "r")
+    assert checked.cluster is not None and not checked.cluster.started  # joined the session's
+    assert evaluate(checked) == cells
+    out = Path(sequential.results_dir)
+    for name in ("adaptation.csv", "summary.csv", "steps_to_80.csv"):
+        assert (out / "seq" / name).read_text() == (out / "ray" / name).read_text(), name

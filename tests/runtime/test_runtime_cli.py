@@ -1,0 +1,83 @@
+"""meta-train on Ray as users run it: bad runtime keys, a whole run, sweeps on Hydra's launchers."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envs.backend.ports import free_ports
+
+pytestmark = pytest.mark.integration  # every test here runs meta-train as a process
+
+TINY = ["experiment=tiny", "logger=quiet", "meta.steps=2"]
+PLAIN_ENV = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+
+
+def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "meta", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**PLAIN_ENV, "WANDB_MODE": "offline"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("runtime.num_actors=0", "runtime.num_actors must be >= 1, got 0"),
+        ("runtime.cpus_per_actor=0", "runtime.cpus_per_actor must be > 0"),
+        ("runtime.torch_threads=-1", "runtime.torch_threads must be > 0"),
+        ("runtime.address=nohost", "is not `auto` or host:port"),
+        (f"runtime.address=127.0.0.1:{free_ports(1)}", "nothing answers there"),
+        ("runtime.num_cpus=1", "needs 2 CPUs; the Ray cluster has 1"),
+        ("runtime.backend=slurm", "runtime.backend: unknown 'slurm'"),
+    ],
+)
+def test_bad_runtime_keys_are_one_line_nonzero_and_write_nothing(
+    tmp_path: Path, override: str, message: str
+) -> None:
+    done = meta_train("runtime=ray", override, *TINY, "results_dir=results", cwd=tmp_path)
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert done.stderr.startswith("meta-train: error: ") and message in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_on_its_own_local_ray_cluster(tmp_path: Path) -> None:
+    done = meta_train("runtime=ray", "meta.meta_batch_size=2", *TINY, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert run_dir.name == "reptile_experiment=tiny,meta.meta_batch_size=2,meta.steps=2"
+    with (run_dir / "meta_steps.csv").open() as f:
+        assert [r["meta_step"] for r in csv.DictReader(f)] == ["0", "0", "1", "1"]
+    assert (run_dir / "Brain.pt").is_file()
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        ["hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2"],
+        ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"],
+    ],
+)
+def test_a_sweep_on_a_cluster_launcher_gives_each_job_a_whole_run(
+    tmp_path: Path, launcher: list[str]
+) -> None:
+    done = meta_train("--multirun", *launcher, "seed=0,1", *TINY, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    runs = sorted(p.name for p in (tmp_path / "results").iterdir())
+    assert runs == [f"reptile_experiment=tiny,meta.steps=2,seed={s}" for s in (0, 1)]
+    for run in runs:
+        run_dir = tmp_path / "results" / run
+        for name in ("configuration.yaml", "run_logs/training_status.json", "Brain.pt"):
+            assert (run_dir / name).is_file(), (run, name)
+        with (run_dir / "meta_steps.csv").open() as f:
+            assert [r["meta_step"] for r in csv.DictReader(f)] == ["0", "1"]

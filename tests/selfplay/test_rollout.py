@@ -1,0 +1,55 @@
+"""meta/algorithm/selfplay/rollout.py: team changes reset the games; time-outs rate nothing."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+import envs
+from meta.algorithm.ppo.config import NetworkConfig
+from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.selfplay.config import SelfPlayConfig
+from meta.algorithm.selfplay.ghost import Ghost
+from meta.algorithm.selfplay.rollout import TeamCollector
+from meta.algorithm.selfplay.trainer import weights_of
+
+
+def collector(cfg: SelfPlayConfig, **params: float) -> TeamCollector:
+    env = envs.make("Sumo", num_areas=8, seed=4, **params)
+    policy = policy_for(env, NetworkConfig(hidden_units=16), seed=0)
+    ghost = Ghost.start(cfg, weights_of(policy), elo=1200.0, seed=1)
+    opponent = copy.deepcopy(policy)
+    return TeamCollector(env, policy, opponent, ghost, torch.Generator().manual_seed(2), 64)
+
+
+def test_a_team_change_resets_every_game_and_cuts_every_trajectory() -> None:
+    # 8 areas, team_change 40: the team changes after the 6th step (48 > 40).
+    c = collector(SelfPlayConfig(team_change=40, save_steps=10**6, swap_steps=10**6))
+    rollout = c.collect(6)
+    assert c.ghost.learning_team == 1 and c.ghost.last_swap == 48
+    assert bool(rollout.boundaries[5].all()) and not bool(rollout.boundaries[4].any())
+    assert np.all(c.episode_length == 0) and np.all(c.episode_return == 0.0)
+    assert np.all(c.obs[..., -1] == 1.0)  # every game at its start: the whole episode left
+    assert c.episodes.returns == []  # the unfinished games are not counted
+    np.testing.assert_array_equal(rollout.obs[5].numpy()[..., -1], np.float32(1 - 5 / 100))
+
+
+def test_time_outs_count_as_draws_in_the_results_but_move_no_rating() -> None:
+    # max_step 3 in a large arena: every game times out before anyone is pushed out.
+    c = collector(SelfPlayConfig(), max_step=3, arena_size=40.0)
+    c.collect(9)
+    assert c.results == [0.5] * 24
+    assert c.ghost.policy_elos == [1200.0] * 11
+
+
+def test_games_that_end_move_the_ratings_by_ml_agents_change() -> None:
+    c = collector(SelfPlayConfig(play_against_latest_model_ratio=0.0), arena_size=3.2)
+    c.collect(100)
+    decided = [r for r in c.results if r != 0.5]
+    assert decided, "no game ended in 100 steps"
+    # Every game was against snapshot 0 (no swap, no save yet): the ratings are a zero-sum pair.
+    assert c.ghost.current_opponent == 0
+    assert c.ghost.current_elo + c.ghost.policy_elos[0] == 2400.0
+    assert c.ghost.current_elo != 1200.0 and abs(c.ghost.current_elo - 1200.0) < len(c.results)

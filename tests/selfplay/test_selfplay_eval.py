@@ -1,0 +1,72 @@
+"""meta-eval on a run with a game: adaptation by self-play, win rates against references."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+
+import torch
+from omegaconf import OmegaConf
+
+import envs
+from meta.algorithm.ppo.config import NetworkConfig
+from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.selfplay.match import RANDOM, play_match
+from meta.config import Config
+from meta.evaluation.evaluate import evaluate, plan
+from meta.trainer import train
+
+THREE = (
+    "meta.tasks=[{name: FindTarget, weight: 1}, {name: CarryObject, weight: 1}, "
+    "{name: Sumo, weight: 1}]"
+)
+TINY_EVAL = (
+    "eval.budgets=[0,1]",
+    "eval.seeds=2",
+    "eval.tasks_per_family=1",
+    "eval.buffer_size=128",
+    "eval.eval_episodes=16",
+    "eval.bootstrap_samples=200",
+)
+
+
+def test_games_are_measured_by_win_rates_against_random_and_theta(
+    tiny_config: Callable[..., Config],
+) -> None:
+    overrides = ("ppo=selfplay", "experiment=tiny", THREE, "meta.steps=1")
+    run_dir = train(tiny_config(*overrides), "games")
+    evaluate(plan(tiny_config(*overrides, "run_id=games", *TINY_EVAL), "games"))
+    with (run_dir / "eval" / "adaptation.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    # 3 starts x 3 families x 2 splits x 1 task x 2 seeds x 2 budgets
+    assert len(rows) == 72
+    games = [r for r in rows if r["family"] == "Sumo"]
+    assert len(games) == 24 and {r["method"] for r in games} == {"reptile", "scratch", "joint"}
+    for row in games:
+        assert float(row["success"]) == float(row["win_rate_random"])
+        assert 0.0 <= float(row["win_rate_theta"]) <= 1.0 and int(row["episodes"]) == 16
+    # theta against itself, unadapted: a symmetric game (wins only, draws and losses apart)
+    start = [r for r in games if r["method"] == "reptile" and r["budget"] == "0"]
+    assert all(float(r["win_rate_theta"]) < 1.0 for r in start)
+    others = [r for r in rows if r["family"] != "Sumo"]
+    assert all(r["win_rate_random"] == r["win_rate_theta"] == "" for r in others)  # NaN
+    joint = OmegaConf.load(run_dir / "eval" / "joint" / "configuration.yaml")
+    assert [t.name for t in joint.meta.tasks] == ["FindTarget", "CarryObject"]
+
+
+def test_play_match_counts_one_game_per_area_from_the_policys_side() -> None:
+    env = envs.make("Sumo", num_areas=40, seed=0, max_step=30)
+    policy = policy_for(env, NetworkConfig(hidden_units=8), seed=1)
+    result = play_match(env, policy, RANDOM, seed=2)
+    assert result.games == 40 and result.wins + result.draws + result.losses == 40
+    again = envs.make("Sumo", num_areas=40, seed=0, max_step=30)
+    assert play_match(again, policy, RANDOM, seed=2) == result  # same seeds, same games
+    mirror = play_match(env, policy, policy, seed=3)
+    assert mirror.games == 40
+    with torch.no_grad():
+        for p in policy.actor.parameters():
+            p.zero_()
+    # a policy that stands still against itself: nobody moves out, every game a draw
+    policy.log_std.data.fill_(-30.0)
+    still = play_match(env, policy, policy, seed=4)
+    assert (still.wins, still.draws, still.losses) == (0, 40, 0)
