@@ -47,7 +47,7 @@ def adapt_game(
         ppo,
         seed=seed,
         schedule=lambda steps: start.after(ppo, steps, ppo.max_steps),
-        optimizer=make_optimizer(policy, ppo.learning_rate),
+        optimizer=make_optimizer(policy, ppo.learning_rate, ppo.optimizer),
         on_update=on_update,
     )
 

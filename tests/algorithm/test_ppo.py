@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -9,8 +11,9 @@ from mlagents_envs.base_env import ActionTuple
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.rollout import Collector
-from meta.algorithm.ppo.train import inner_train, policy_for, train
+from meta.algorithm.ppo.train import InnerResult, inner_train, policy_for, train
 from meta.runtime.threads import torch_threads
 
 SMALL = PPOConfig(batch_size=256, buffer_size=1024, max_steps=4096, num_epoch=2)
@@ -69,6 +72,23 @@ def test_same_seed_gives_bitwise_identical_weights_and_trainings_are_isolated() 
     c = run(1)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_sgd_takes_plain_gradient_steps_and_is_deterministic() -> None:
+    net = NetworkConfig(hidden_units=32)
+
+    def run(cfg: PPOConfig) -> InnerResult:
+        env = envs.make("FindTarget", num_areas=16, seed=1)
+        start = policy_for(env, net, seed=7).state_dict()
+        return inner_train(env, start, net, cfg, seed=0)
+
+    sgd = replace(SMALL, optimizer="sgd", learning_rate=0.1)
+    a, b, adam = run(sgd), run(sgd), run(SMALL)
+    assert all(torch.equal(a.weights[k], b.weights[k]) for k in a.weights)
+    assert not all(torch.equal(a.weights[k], adam.weights[k]) for k in a.weights)
+    assert a.optimizer_state is not None and not a.optimizer_state["state"]  # no moments
+    env = envs.make("FindTarget", num_areas=2, seed=0)
+    assert isinstance(make_optimizer(policy_for(env, net), 0.1, "sgd"), torch.optim.SGD)
 
 
 def test_one_or_two_torch_threads_train_the_same_weights() -> None:

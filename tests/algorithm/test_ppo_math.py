@@ -75,6 +75,7 @@ def test_meta_annealing_first_middle_last_and_floor() -> None:
         ("num_epoch", -1, "ppo.num_epoch"),
         ("learning_rate", 0.0, "ppo.learning_rate"),
         ("beta_schedule", "cosine", "ppo.beta_schedule"),
+        ("optimizer", "rmsprop", "ppo.optimizer"),
     ],
 )
 def test_bad_ppo_config_names_the_field(field: str, value: object, message: str) -> None:

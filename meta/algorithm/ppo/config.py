@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from meta.algorithm.selfplay.config import SelfPlayConfig
 
 SCHEDULES = ("constant", "linear")
+OPTIMIZERS = ("adam", "sgd")
 
 
 def positive(name: str, value: float) -> None:
@@ -41,7 +42,7 @@ class PPOConfig:
     buffer_size: int = 10240
     """Agent-steps collected before each update."""
     learning_rate: float = 3.0e-4
-    """Adam step size at the start of the training."""
+    """Step size of the optimizer at the start of the training."""
     beta: float = 5.0e-3
     """Entropy regularisation coefficient."""
     epsilon: float = 0.2
@@ -66,6 +67,9 @@ class PPOConfig:
     """Global gradient-norm clip."""
     value_coef: float = 0.5
     """Weight of the value loss in the total loss."""
+    optimizer: str = "adam"
+    """`adam` (ML-Agents' optimizer) or `sgd` (plain gradient steps, as MAML's inner loop
+    takes them); the inner trainings, the baselines and meta-eval's adaptation all use it."""
     self_play: SelfPlayConfig | None = None
     """ML-Agents' `self_play` section: games of teams train with the ghost trainer (None: off)."""
 
@@ -83,6 +87,10 @@ class PPOConfig:
         if self.batch_size > self.buffer_size:
             raise ValueError(
                 f"ppo.batch_size ({self.batch_size}) exceeds ppo.buffer_size ({self.buffer_size})"
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"ppo.optimizer: unknown optimizer {self.optimizer!r} (use one of {OPTIMIZERS})"
             )
         for name in ("beta", "epsilon", "value_coef"):
             if getattr(self, name) < 0:

@@ -75,7 +75,7 @@ def train(
     `hyper` gives the starting learning rate, beta and epsilon (the outer loop anneals them);
     within the training each follows its `*_schedule`, unless `schedule` gives the values
     after each number of agent-steps (a chunk of a longer run). `optimizer` continues an
-    optimizer over `policy` (default: a fresh Adam). `on_update(k, stats)` runs after
+    optimizer over `policy` (default: a fresh `cfg.optimizer`). `on_update(k, stats)` runs after
     update k (1-based). All randomness comes from `seed`, none from global state.
     """
     cfg.validate()
@@ -90,7 +90,7 @@ def train(
     collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon, timers)
     horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
     if optimizer is None:
-        optimizer = make_optimizer(policy, hyper.learning_rate)
+        optimizer = make_optimizer(policy, hyper.learning_rate, cfg.optimizer)
     start_hyper = hyper
     schedule = schedule or (lambda steps: start_hyper.after(cfg, steps, cfg.max_steps))
     worker, update_threads = _update_threads(collector.device)
@@ -141,16 +141,16 @@ def inner_train(
     schedule: Schedule | None = None,
     self_play_state: SelfPlayState | None = None,
 ) -> InnerResult:
-    """One inner training from `weights`; returns the trained weights, statistics and Adam.
+    """One inner training from `weights`; returns the trained weights, statistics and optimizer.
 
-    `optimizer_state` continues Adam from an earlier training (None: a fresh Adam); it is
-    copied, never changed. `schedule` as in `train`. A game of teams trains with the ghost
+    `optimizer_state` continues the optimizer of an earlier training (None: a fresh one); it
+    is copied, never changed. `schedule` as in `train`. A game of teams trains with the ghost
     trainer (cfg.self_play): `self_play_state` gives the run's ELO and, to continue one, the
     ghost; other tasks pass it through unchanged.
     """
     policy = policy_for(env, network).to(device)
     policy.load_state_dict(weights)
-    optimizer = make_optimizer(policy, (hyper or Hyper.of(cfg)).learning_rate)
+    optimizer = make_optimizer(policy, (hyper or Hyper.of(cfg)).learning_rate, cfg.optimizer)
     if optimizer_state is not None:
         # load_state_dict keeps tensors already on the right device: copy, as Adam steps in place
         optimizer.load_state_dict(copy.deepcopy(optimizer_state))
