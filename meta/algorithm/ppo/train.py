@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.policy import Policy, make_policy
-from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Timers
+from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Rollout, Timers
 from meta.algorithm.ppo.update import ppo_update
 from meta.algorithm.selfplay.ghost import SelfPlayState
 from meta.runtime.threads import torch_threads
@@ -88,11 +88,47 @@ def train(
     if stats_channel is not None:
         stats_channel.get_and_reset_stats()
     collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon, timers)
-    horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
     if optimizer is None:
         optimizer = make_optimizer(policy, hyper.learning_rate, cfg.optimizer)
     start_hyper = hyper
     schedule = schedule or (lambda steps: start_hyper.after(cfg, steps, cfg.max_steps))
+    history, steps = run_updates(
+        collector, policy, optimizer, cfg, schedule, generator, timers, on_update
+    )
+    success = _success(stats_channel)
+    return _summary(history, collector.episodes, success, steps, time.perf_counter() - start)
+
+
+class Collecting(Protocol):
+    """What run_updates needs of a collector: its agents, device and rollouts."""
+
+    @property
+    def num_agents(self) -> int:
+        """Agents stepped per environment step."""
+        ...
+
+    @property
+    def device(self) -> torch.device:
+        """Where the policy acts."""
+        ...
+
+    def collect(self, steps: int) -> Rollout:
+        """The next `steps` steps of every agent."""
+        ...
+
+
+def run_updates(
+    collector: Collecting,
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    cfg: PPOConfig,
+    schedule: Schedule,
+    generator: torch.Generator,
+    timers: Timers,
+    on_update: Callable[[int, dict[str, float]], None] | None = None,
+) -> tuple[list[dict[str, float]], int]:
+    """Collect a buffer and update, until cfg.max_steps agent-steps; the updates and the steps."""
+    horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
     worker, update_threads = _update_threads(collector.device)
     steps, history = 0, []
     try:
@@ -111,8 +147,7 @@ def train(
     finally:
         if worker is not None:
             worker.shutdown()
-    success = _success(stats_channel)
-    return _summary(history, collector.episodes, success, steps, time.perf_counter() - start)
+    return history, steps
 
 
 def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:

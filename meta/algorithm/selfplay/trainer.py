@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Callable
 
@@ -16,10 +15,8 @@ from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import NullTimers, Timers
-from meta.algorithm.ppo.update import ppo_update
 from meta.algorithm.selfplay.ghost import Ghost, SelfPlayState
 from meta.algorithm.selfplay.rollout import TeamCollector
-from meta.runtime.threads import torch_threads
 
 ELO_STAT = "Self-play/ELO"
 """ML-Agents' name of the learning policy's rating."""
@@ -64,33 +61,22 @@ def ghost_train(
     the collector (its episodes and game results), the state to continue from and the
     learning team's agent-steps.
     """
-    from meta.algorithm.ppo.train import _update_threads
+    from meta.algorithm.ppo.train import run_updates
 
     timers = timers or NullTimers()
     generator = torch.Generator().manual_seed(seed)
     ghost = ghost_for(cfg, policy, state, seed)
     opponent = copy.deepcopy(policy)
     collector = TeamCollector(env, policy, opponent, ghost, generator, cfg.time_horizon, timers)
-    horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
-    worker, update_threads = _update_threads(collector.device)
-    steps, history = 0, []
-    try:
-        while steps < cfg.max_steps:
-            current = schedule(steps)
-            rollout = collector.collect(horizon)
-            steps += rollout.num_steps
-            with timers.scope("update"), torch_threads(update_threads):
-                if policy.normalize:
-                    obs = rollout.obs.reshape(rollout.num_steps, -1)
-                    policy.normalizer.update(obs.to(collector.device))
-                update = ppo_update(policy, optimizer, rollout, cfg, current, generator, worker)
-            ghost.publish(weights_of(policy))
-            history.append(update)
-            if on_update is not None:
-                on_update(len(history), update)
-    finally:
-        if worker is not None:
-            worker.shutdown()
+
+    def updated(k: int, update: dict[str, float]) -> None:
+        ghost.publish(weights_of(policy))
+        if on_update is not None:
+            on_update(k, update)
+
+    history, steps = run_updates(
+        collector, policy, optimizer, cfg, schedule, generator, timers, updated
+    )
     return history, collector, {"elo": ghost.current_elo, "ghost": ghost.state_dict()}, steps
 
 
