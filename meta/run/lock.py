@@ -19,6 +19,8 @@ from pathlib import Path
 from types import TracebackType
 
 logger = logging.getLogger(__name__)
+HOLDER_WAITS, HOLDER_WAIT_S = 20, 0.025
+"""How long a refused process waits for the holder's record (0.5 s in all)."""
 
 
 class RunLocked(RuntimeError):
@@ -28,6 +30,30 @@ class RunLocked(RuntimeError):
 def lock_path(results_dir: str | os.PathLike[str], run_id: str) -> Path:
     """Where the lock of `run_id` lives."""
     return Path(results_dir) / f".{run_id}.lock"
+
+
+def _holder_record(fd: int) -> dict[str, object]:
+    """The holder's record; it writes it just after taking the lock, so wait a moment for it."""
+    for _ in range(HOLDER_WAITS):
+        record = _read(fd)
+        if record and _may_hold(record):
+            return record
+        time.sleep(HOLDER_WAIT_S)
+    return _read(fd)
+
+
+def _may_hold(record: dict[str, object]) -> bool:
+    """False for the record of a process of this host that is gone (a previous holder's)."""
+    pid = record.get("pid")
+    if record.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RunLock:
@@ -53,7 +79,7 @@ class RunLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _describe(_read(fd))
+                holder = _describe(_holder_record(fd))
                 os.close(fd)
                 raise RunLocked(
                     f"run {self.run_id!r} is in use by {holder}; wait for it to finish or stop it"

@@ -78,3 +78,24 @@ def test_the_lock_lives_beside_the_run_directory(tmp_path: Path) -> None:
     assert lock_path(tmp_path, "a") == tmp_path / ".a.lock"
     with RunLock(tmp_path, "a"), pytest.raises(RunLocked):
         RunLock(tmp_path, "a").acquire()  # a second descriptor in the same process is refused too
+
+
+def test_a_refusal_waits_for_the_holder_to_write_its_record(tmp_path: Path) -> None:
+    import fcntl
+    import json
+    import socket
+    import threading
+
+    path = lock_path(tmp_path, "r")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held, its record not written yet: the holder's first instant
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "since": 0.0}
+    writer = threading.Timer(0.1, lambda: os.pwrite(fd, json.dumps(record).encode(), 0))
+    writer.start()
+    try:
+        with pytest.raises(RunLocked, match=f"in use by pid {os.getpid()} on host"):
+            RunLock(tmp_path, "r").acquire()
+    finally:
+        writer.join()
+        os.close(fd)
