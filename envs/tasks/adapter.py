@@ -8,6 +8,7 @@ DecisionSteps too, with reward 0, as a Unity build with a DecisionRequester does
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
 from mlagents_envs.base_env import (
@@ -28,7 +29,7 @@ from mlagents_envs.exception import UnityActionException, UnityEnvironmentExcept
 from envs.constants import BEHAVIOR_NAME
 from envs.tasks.core import ACTION_SIZE, OBS_SIZE, BatchedTask, Ended
 from envs.tasks.episode_stats import EpisodeStatsChannel
-from envs.tasks.family import Family
+from envs.tasks.family import Family, TaskParams
 
 BEHAVIOR_SPEC = BehaviorSpec(
     observation_specs=[
@@ -57,16 +58,27 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return array
 
 
-class TaskEnv(BaseEnv):
-    """A built-in task (all its areas in-process) behind the mlagents_envs BaseEnv API."""
+class _Core(Protocol):
+    """What every built-in core offers the environment around it: its parameters."""
+
+    @property
+    def params(self) -> TaskParams:
+        """The parameters that the next episodes use."""
+        ...
+
+    def set_params(self, params: TaskParams) -> None:
+        """Use `params` from each area's next episode on."""
+        ...
+
+
+class InProcessEnv(BaseEnv):
+    """What the BaseEnv of a built-in task and of a built-in game share: checked arguments,
+    the core, its stats channel and parameters, and Unity's closed-environment behaviour."""
+
+    _specs: BehaviorMapping
 
     def __init__(
-        self,
-        family: Family,
-        *,
-        num_areas: int = 1,
-        seed: int = 0,
-        params: Mapping[str, object] | None = None,
+        self, family: Family, num_areas: int, seed: int, params: Mapping[str, object] | None
     ) -> None:
         if (
             isinstance(num_areas, bool)
@@ -77,10 +89,51 @@ class TaskEnv(BaseEnv):
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
             raise ValueError(f"seed must be an int, got {seed!r}")
         self.family = family
-        self.num_areas = n = int(num_areas)
+        self.num_areas = int(num_areas)
         self.stats_channel = EpisodeStatsChannel()
-        task_params = family.validate(params or {})
-        core = family.core_type(task_params, n, int(seed), self.stats_channel.record)
+        self._core: _Core = family.core_type(
+            family.validate(params or {}), self.num_areas, int(seed), self.stats_channel.record
+        )
+        self._loaded = True
+
+    @property
+    def behavior_specs(self) -> BehaviorMapping:
+        """The behaviors and their spec (identical for every built-in family)."""
+        return self._specs
+
+    @property
+    def parameters(self) -> dict[str, float]:
+        """The parameter values that the next episodes use."""
+        return self._core.params.as_dict()
+
+    def set_parameters(self, **params: float) -> None:
+        """Change parameters (validated); each area uses them from its next episode on."""
+        self._core.set_params(self.family.validate(params, self._core.params))
+
+    def close(self) -> None:
+        """Release the environment; later steps raise like a closed UnityEnvironment."""
+        self._check_loaded()
+        self._loaded = False
+
+    def _check_loaded(self) -> None:
+        if not self._loaded:
+            raise UnityEnvironmentException("No Unity environment is loaded.")
+
+
+class TaskEnv(InProcessEnv):
+    """A built-in task (all its areas in-process) behind the mlagents_envs BaseEnv API."""
+
+    def __init__(
+        self,
+        family: Family,
+        *,
+        num_areas: int = 1,
+        seed: int = 0,
+        params: Mapping[str, object] | None = None,
+    ) -> None:
+        super().__init__(family, num_areas, seed, params)
+        n = self.num_areas
+        core = self._core
         if not isinstance(core, BatchedTask):
             raise ValueError(f"{family.name} is a game of teams: make it with envs.make")
         self._core: BatchedTask = core
@@ -88,7 +141,6 @@ class TaskEnv(BaseEnv):
         self._action = np.zeros((n, ACTION_SIZE), np.float32)
         self._zeros = _frozen(np.zeros((n, ACTION_SIZE), np.float32))
         self._acted = False
-        self._loaded = True
         self._ids = _frozen(np.arange(n, dtype=np.int32))
         self._group_id = _frozen(np.zeros(n, np.int32))
         self._group_reward = _frozen(np.zeros(n, np.float32))
@@ -106,23 +158,9 @@ class TaskEnv(BaseEnv):
         self.reset()
 
     @property
-    def behavior_specs(self) -> BehaviorMapping:
-        """The one behavior, "Brain", and its spec (identical for every built-in task)."""
-        return self._specs
-
-    @property
     def core(self) -> BatchedTask:
         """The batched task underneath (its state arrays are the areas' state)."""
         return self._core
-
-    @property
-    def parameters(self) -> dict[str, float]:
-        """The parameter values that the next episodes use."""
-        return self._core.params.as_dict()
-
-    def set_parameters(self, **params: float) -> None:
-        """Change parameters (validated); each area uses them from its next episode on."""
-        self._core.set_params(self.family.validate(params, self._core.params))
 
     def reset(self) -> None:
         """Start new episodes in all areas at once, with the current parameters."""
@@ -163,11 +201,6 @@ class TaskEnv(BaseEnv):
             self._action.fill(0.0)
             self._acted = True
         self._take(action, 1, self._action[int(agent_id)][None])
-
-    def close(self) -> None:
-        """Release the environment; later steps raise like a closed UnityEnvironment."""
-        self._check_loaded()
-        self._loaded = False
 
     def _take(self, action: ActionTuple, num_agents: int, out: np.ndarray) -> None:
         """Validate like ActionSpec._validate_action, then clip the values into `out`."""
@@ -220,7 +253,3 @@ class TaskEnv(BaseEnv):
             raise ActionError(
                 f"unknown behavior {behavior_name!r} (this environment has {BEHAVIOR_NAME!r})"
             )
-
-    def _check_loaded(self) -> None:
-        if not self._loaded:
-            raise UnityEnvironmentException("No Unity environment is loaded.")

@@ -13,17 +13,14 @@ from collections.abc import Mapping
 import numpy as np
 from mlagents_envs.base_env import (
     ActionTuple,
-    BaseEnv,
     BehaviorMapping,
     DecisionSteps,
     TerminalSteps,
 )
-from mlagents_envs.exception import UnityEnvironmentException
 
 from envs.constants import BEHAVIOR_NAME
-from envs.tasks.adapter import BEHAVIOR_SPEC, ActionError, AgentIdError
+from envs.tasks.adapter import BEHAVIOR_SPEC, ActionError, AgentIdError, InProcessEnv
 from envs.tasks.core import ACTION_SIZE
-from envs.tasks.episode_stats import EpisodeStatsChannel
 from envs.tasks.family import Family
 from envs.tasks.sumo import TEAMS, Games, SumoCore
 
@@ -41,7 +38,7 @@ def team_of(behavior_name: str) -> int | None:
     return None
 
 
-class TeamTaskEnv(BaseEnv):
+class TeamTaskEnv(InProcessEnv):
     """A built-in game (all its areas in-process) behind the mlagents_envs BaseEnv API."""
 
     def __init__(
@@ -52,46 +49,22 @@ class TeamTaskEnv(BaseEnv):
         seed: int = 0,
         params: Mapping[str, object] | None = None,
     ) -> None:
-        if isinstance(num_areas, bool) or not isinstance(num_areas, int | np.integer):
-            raise ValueError(f"num_areas must be a positive int, got {num_areas!r}")
-        if num_areas < 1:
-            raise ValueError(f"num_areas must be a positive int, got {num_areas!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-            raise ValueError(f"seed must be an int, got {seed!r}")
-        self.family = family
-        self.num_areas = n = int(num_areas)
-        self.stats_channel = EpisodeStatsChannel()
-        core = family.core_type(
-            family.validate(params or {}), n, int(seed), self.stats_channel.record
-        )
+        super().__init__(family, num_areas, seed, params)
+        n = self.num_areas
+        core = self._core
         if not isinstance(core, SumoCore):
             raise ValueError(f"{family.name} is not a game of teams")
-        self._core = core
+        self._core: SumoCore = core
         self._specs = BehaviorMapping(dict.fromkeys(TEAM_BEHAVIORS, BEHAVIOR_SPEC))
         self._action = np.zeros((TEAMS, n, ACTION_SIZE), np.float32)
         self._ids = [np.arange(t * n, (t + 1) * n, dtype=np.int32) for t in range(TEAMS)]
         self._zeros = np.zeros(n, np.int32), np.zeros(n, np.float32)
-        self._loaded = True
         self.reset()
-
-    @property
-    def behavior_specs(self) -> BehaviorMapping:
-        """The two teams' behaviors and their (common) spec."""
-        return self._specs
 
     @property
     def core(self) -> SumoCore:
         """The batched game underneath."""
         return self._core
-
-    @property
-    def parameters(self) -> dict[str, float]:
-        """The parameter values that the next games use."""
-        return self._core.params.as_dict()
-
-    def set_parameters(self, **params: float) -> None:
-        """Change parameters (validated); each area uses them from its next game on."""
-        self._core.set_params(self.family.validate(params, self._core.params))
 
     def reset(self) -> None:
         """Start new games in all areas."""
@@ -125,11 +98,6 @@ class TeamTaskEnv(BaseEnv):
                 f"(its agent ids are {team * n}..{team * n + n - 1})"
             )
         self._take(behavior_name, action, 1, self._action[team, row][None])
-
-    def close(self) -> None:
-        """Release the environment; later steps raise like a closed UnityEnvironment."""
-        self._check_loaded()
-        self._loaded = False
 
     def _team(self, behavior_name: str) -> int:
         if behavior_name not in self._specs:
@@ -170,7 +138,3 @@ class TeamTaskEnv(BaseEnv):
                 )
             steps.append((decisions, terminals))
         self._steps = steps
-
-    def _check_loaded(self) -> None:
-        if not self._loaded:
-            raise UnityEnvironmentException("No Unity environment is loaded.")
