@@ -88,7 +88,7 @@ class Collector:
             raise ValueError(
                 f"behavior {behavior!r} has no agent requesting a decision after reset"
             )
-        self.index = _id_lookup(self.agent_ids)
+        self.index = id_lookup(self.agent_ids)
         self.obs = decision.obs[0]
         n = len(self.agent_ids)
         self.episode_return = np.zeros(n, np.float64)
@@ -120,7 +120,7 @@ class Collector:
         rewards = np.zeros((steps, n), np.float32)
         boundaries = np.zeros((steps, n), np.float32)
         ended = np.zeros((steps, n), bool)
-        timeouts: list[tuple[int, np.ndarray, np.ndarray]] = []
+        timeouts: Pieces = []
         clipped = np.empty((n, action_size), np.float32)
         # One ActionTuple over a reused buffer: the env reads it before the next step rewrites it.
         action_tuple = ActionTuple(continuous=clipped)
@@ -161,7 +161,7 @@ class Collector:
             self.trajectory_length[cut] = 0
             self.obs = decision.obs[0]
         values[steps].copy_(acting.value(torch.from_numpy(self.obs).to(self.device)))
-        next_values = self._bootstrap(acting, values, ended, timeouts)
+        next_values = next_state_values(acting, values, ended, timeouts, self.device)
         return Rollout(
             obs,
             actions,
@@ -171,26 +171,6 @@ class Collector:
             next_values,
             torch.from_numpy(boundaries),
         )
-
-    def _bootstrap(
-        self,
-        acting: FrozenPolicy,
-        values: torch.Tensor,
-        ended: np.ndarray,
-        timeouts: list[tuple[int, np.ndarray, np.ndarray]],
-    ) -> torch.Tensor:
-        """Next-state values: V(s') by default, 0 where an episode ended, V(final) on time-outs."""
-        next_values = values[1:].clone()
-        next_values[torch.from_numpy(ended)] = 0.0
-        if timeouts:
-            # Time-outs are not failures: bootstrap them from the value of the final state,
-            # all of the buffer's in one batch.
-            final_obs = torch.from_numpy(np.concatenate([o for _, _, o in timeouts]))
-            final_values = acting.value(final_obs.to(self.device)).cpu()
-            rows = torch.from_numpy(np.concatenate([np.full(len(i), t) for t, i, _ in timeouts]))
-            cols = torch.from_numpy(np.concatenate([i for _, i, _ in timeouts]))
-            next_values[rows, cols] = final_values
-        return next_values
 
     def _log_episodes(self, rewards: np.ndarray, ended: np.ndarray) -> None:
         self.episode_return += rewards
@@ -202,7 +182,32 @@ class Collector:
             self.episode_length[ended] = 0
 
 
-def _id_lookup(agent_ids: np.ndarray) -> Any:
+Pieces = list[tuple[int, np.ndarray, np.ndarray]]
+"""Trajectories cut before their end: (step, rows, the observation to bootstrap from)."""
+
+
+def next_state_values(
+    acting: FrozenPolicy,
+    values: torch.Tensor,
+    ended: np.ndarray,
+    pieces: Pieces,
+    device: torch.device,
+) -> torch.Tensor:
+    """Next-state values: V(s') by default, 0 where an episode ended, V(final) for `pieces`."""
+    next_values = values[1:].clone()
+    next_values[torch.from_numpy(ended)] = 0.0
+    if pieces:
+        # Time-outs (and other cuts) are not failures: bootstrap them from the value of the
+        # final state, all of the buffer's in one batch.
+        final_obs = torch.from_numpy(np.concatenate([o for _, _, o in pieces]))
+        final_values = acting.value(final_obs.to(device)).cpu()
+        rows = torch.from_numpy(np.concatenate([np.full(len(i), t) for t, i, _ in pieces]))
+        cols = torch.from_numpy(np.concatenate([i for _, i, _ in pieces]))
+        next_values[rows, cols] = final_values
+    return next_values
+
+
+def id_lookup(agent_ids: np.ndarray) -> Any:
     """Map agent ids to rows; the identity when ids are 0..n-1, as in ML-Agents' areas."""
     if np.array_equal(agent_ids, np.arange(len(agent_ids))):
         return lambda ids: np.asarray(ids, np.int64)

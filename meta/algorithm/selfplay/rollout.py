@@ -17,12 +17,19 @@ from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.policy import FrozenPolicy, Policy
-from meta.algorithm.ppo.rollout import EpisodeLog, NullTimers, Rollout, Timers
+from meta.algorithm.ppo.rollout import (
+    EpisodeLog,
+    NullTimers,
+    Pieces,
+    Rollout,
+    Timers,
+    id_lookup,
+    next_state_values,
+)
 from meta.algorithm.selfplay.elo import result_of
 from meta.algorithm.selfplay.ghost import Ghost
 from meta.runtime.threads import torch_threads
 
-Bootstrap = tuple[int, np.ndarray, np.ndarray]
 """(step, rows, observations) whose value replaces next_values[step, rows]."""
 
 
@@ -63,7 +70,7 @@ class TeamCollector:
         self.agent_ids = [s.agent_id.copy() for s in steps]
         if len({len(ids) for ids in self.agent_ids}) != 1 or not len(self.agent_ids[0]):
             raise ValueError("both teams must have the same number of agents, at least one")
-        self._order = [np.argsort(ids) for ids in self.agent_ids]
+        self._index = [id_lookup(ids) for ids in self.agent_ids]
         self.obs = np.stack([s.obs[0] for s in steps])
         n = self.num_agents
         self.episode_return = np.zeros((2, n), np.float64)
@@ -96,7 +103,7 @@ class TeamCollector:
         rewards = np.zeros((steps, n), np.float32)
         boundaries = np.zeros((steps, n), np.float32)
         ended = np.zeros((steps, n), bool)
-        bootstraps: list[Bootstrap] = []
+        bootstraps: Pieces = []
         moves = np.empty((2, n, 2), np.float32)
         acting = self.policy.frozen()
         for t in range(steps):
@@ -130,13 +137,7 @@ class TeamCollector:
             self.trajectory_length[cut] = 0
         last = torch.from_numpy(self.obs[self.ghost.learning_team]).to(self.device)
         values[steps].copy_(acting.value(last))
-        next_values = values[1:].clone()
-        next_values[torch.from_numpy(ended)] = 0.0
-        if bootstraps:
-            final = torch.from_numpy(np.concatenate([o for _, _, o in bootstraps])).to(self.device)
-            at = np.concatenate([np.full(len(r), t) for t, r, _ in bootstraps])
-            rows = np.concatenate([r for _, r, _ in bootstraps])
-            next_values[torch.from_numpy(at), torch.from_numpy(rows)] = acting.value(final).cpu()
+        next_values = next_state_values(acting, values, ended, bootstraps, self.device)
         return Rollout(
             obs,
             actions,
@@ -159,11 +160,6 @@ class TeamCollector:
         self.episode_return[:] = 0.0
         self.episode_length[:] = 0
 
-    def _rows(self, team: int, agent_ids: np.ndarray) -> np.ndarray:
-        """Rows of a team's agents in the buffer (their order in its DecisionSteps)."""
-        order, ids = self._order[team], self.agent_ids[team]
-        return order[np.searchsorted(ids[order], agent_ids)]
-
     def _record(
         self,
         t: int,
@@ -171,7 +167,7 @@ class TeamCollector:
         steps_now: list,
         rewards: np.ndarray,
         ended: np.ndarray,
-        bootstraps: list[Bootstrap],
+        bootstraps: Pieces,
     ) -> None:
         """One step's rewards, ends, episode returns and game results, both teams at once."""
         for team, (decision, _) in enumerate(steps_now):
@@ -184,8 +180,8 @@ class TeamCollector:
         terminal = steps_now[learner][1]
         if len(terminal):
             for team, (_, term) in enumerate(steps_now):
-                step_reward[team, self._rows(team, term.agent_id)] = term.reward
-            rows = self._rows(learner, terminal.agent_id)
+                step_reward[team, self._index[team](term.agent_id)] = term.reward
+            rows = self._index[learner](terminal.agent_id)
             done[rows] = True
             timed_out = terminal.interrupted
             if timed_out.any():
