@@ -6,6 +6,7 @@ mean reward of one inner training; lessons advance between meta-steps.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -18,6 +19,8 @@ from meta.curriculum.settings import (
     ParameterSettings,
     parse_settings,
 )
+
+log = logging.getLogger(__name__)
 
 
 def parse_environment_parameters(
@@ -90,6 +93,21 @@ class EnvironmentParameters:
             for buffer in self._buffers.values():
                 buffer.clear()
         return changed
+
+    def announce(self, changes: Mapping[str, int], k: int, drawn: Mapping[str, float]) -> None:
+        """Log each lesson change with the new lesson's value and the values meta-step k drew."""
+        for name, lesson in changes.items():
+            new = self._settings[name].lessons[lesson]
+            log.info(
+                "Parameter %s moved to lesson %d (%s, value %s) after meta-step %d; "
+                "this meta-step drew %s",
+                name,
+                lesson,
+                new.name,
+                new.value,
+                k,
+                ", ".join(f"{n}={v:g}" for n, v in drawn.items()),
+            )
 
     def lesson_nums(self) -> dict[str, int]:
         """Current lesson index per parameter (0 for constants and samplers)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from meta.algorithm.ppo.train import (
     is_game,
     policy_for,
 )
+from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import run_state_after
 from meta.observe.progress import Progress
 from meta.observe.reporter import (
@@ -47,7 +47,6 @@ from meta.run.records import (
 from meta.trainer.inner import InnerTrainings
 from meta.trainer.preflight import Plan
 
-log = logging.getLogger(__name__)
 OPTIMIZER = "optimizer"
 """Checkpoint key of Adam's state where it carries over (joint, single, reptile with carry)."""
 SELF_PLAY = "self_play"
@@ -196,7 +195,7 @@ class MetaTrainer:
             )
             optimizer_state = results[-1].optimizer_state if self.inner.carries_optimizer else None
             table = self._commit(step, new_theta, optimizer_state, self._self_play_after(results))
-        self._announce(changes, k, env_params)
+        self.plan.parameters.announce(changes, k, env_params)
         return table
 
     def _outer_update(self, results: list[InnerResult], outer_lr: float) -> dict[str, torch.Tensor]:
@@ -207,29 +206,12 @@ class MetaTrainer:
 
     def _self_play_after(self, results: list[InnerResult]) -> SelfPlayState | None:
         """The run's ELO (and, for joint and single, the ghost) after this meta-step."""
-        self_play = self.cfg.ppo.self_play
         return run_state_after(
             self.self_play_state,
             [r.self_play_state for r in results],
             self.cfg.meta.algorithm != "reptile",
-            1200.0 if self_play is None else self_play.initial_elo,
+            (self.cfg.ppo.self_play or SelfPlayConfig()).initial_elo,
         )
-
-    def _announce(self, changes: dict[str, int], k: int, env_params: dict[str, float]) -> None:
-        """Log each curriculum lesson change with the new lesson's value and the values drawn."""
-        settings = self.plan.parameters.settings
-        for name, lesson in changes.items():
-            new = settings[name].lessons[lesson]
-            log.info(
-                "Parameter %s moved to lesson %d (%s, value %s) after meta-step %d; "
-                "this meta-step drew %s",
-                name,
-                lesson,
-                new.name,
-                new.value,
-                k,
-                ", ".join(f"{n}={v:g}" for n, v in env_params.items()),
-            )
 
     def _commit(
         self,
