@@ -20,7 +20,7 @@ from meta.algorithm.ppo.train import policy_for
 from meta.config import Config
 from meta.evaluation.adapt import policy_actor, run_episodes
 from meta.evaluation.evaluate import evaluate, plan
-from meta.evaluation.statistics import iqm
+from meta.evaluation.statistics import Cell, iqm
 from meta.run.directory import RunError
 from meta.trainer import train
 
@@ -258,26 +258,34 @@ def test_cli_errors_are_one_line_and_write_nothing(
 # --- several meta-training runs ----------------------------------------------------------------
 
 
-def test_several_runs_side_by_side_processes_give_the_sequential_results(
-    tiny_config: Factory,
-) -> None:
+def sequential_and_parallel(
+    tiny_config: Factory, run_id: str, *overrides: str
+) -> tuple[list[Cell], Path]:
+    """meta-eval in this process and in 2 worker processes: the same cells, the same file."""
     from meta.evaluation.executor import ProcessExecutor, SequentialExecutor
 
-    for seed in (0, 1):
-        train(tiny_config("meta.steps=1", f"seed={seed}"), f"s{seed}")
-    runs = ["eval.run_ids=[s0,s1]", "eval.splits=[test]", "eval.budgets=[0,1]"]
-    sequential = eval_config(tiny_config, "s0", *runs, "eval.out_dir=${results_dir}/seq")
-    parallel = eval_config(tiny_config, "s0", *runs, "eval.out_dir=${results_dir}/par")
-    cells = evaluate(plan(sequential, "s0"), executor=SequentialExecutor())
+    sequential = eval_config(tiny_config, run_id, *overrides, "eval.out_dir=${results_dir}/seq")
+    parallel = eval_config(tiny_config, run_id, *overrides, "eval.out_dir=${results_dir}/par")
+    cells = evaluate(plan(sequential, run_id), executor=SequentialExecutor())
     executor = ProcessExecutor(2)
     try:
-        assert evaluate(plan(parallel, "s0"), executor=executor) == cells
+        assert evaluate(plan(parallel, run_id), executor=executor) == cells
     finally:
         executor.close()
     out = Path(sequential.results_dir)
     assert (out / "seq" / "adaptation.csv").read_text() == (
         out / "par" / "adaptation.csv"
     ).read_text()
+    return cells, out
+
+
+def test_several_runs_side_by_side_processes_give_the_sequential_results(
+    tiny_config: Factory,
+) -> None:
+    for seed in (0, 1):
+        train(tiny_config("meta.steps=1", f"seed={seed}"), f"s{seed}")
+    runs = ["eval.run_ids=[s0,s1]", "eval.splits=[test]", "eval.budgets=[0,1]"]
+    cells, out = sequential_and_parallel(tiny_config, "s0", *runs)
     rows = read_csv(out / "seq" / "adaptation.csv")
     assert {r["meta_seed"] for r in rows} == {"0", "1"}
     scratch = {(r["meta_seed"], r["seed"]) for r in rows if r["method"] == "scratch"}
@@ -309,22 +317,10 @@ def test_runs_that_differ_in_more_than_the_seed_or_lack_weights_are_refused(
 def test_parallel_adaptation_on_builds_takes_its_own_ports_and_gives_the_sequential_results(
     tiny_config: Factory, free_ports: Callable[..., int]
 ) -> None:
-    from meta.evaluation.executor import ProcessExecutor, SequentialExecutor
-
     port = free_ports(12)  # the driver's block and one block per parallel job (3 builds each)
     unity = ("env=unity", "env.num_areas=8", f"env.base_port={port}", "env.timeout_wait=20")
     train(tiny_config("meta.steps=1", *unity), "u")
     # joint trains on native areas only: the run stands in as its own baseline
-    runs = ("eval.splits=[test]", "eval.budgets=[0,1]", "eval.joint_run_id=u")
-    sequential = eval_config(tiny_config, "u", *unity, *runs, "eval.out_dir=${results_dir}/seq")
-    parallel = eval_config(tiny_config, "u", *unity, *runs, "eval.out_dir=${results_dir}/par")
-    cells = evaluate(plan(sequential, "u"), executor=SequentialExecutor())
-    executor = ProcessExecutor(2)
-    try:
-        assert evaluate(plan(parallel, "u"), executor=executor) == cells
-    finally:
-        executor.close()
-    out = Path(sequential.results_dir)
-    assert (out / "seq" / "adaptation.csv").read_text() == (
-        out / "par" / "adaptation.csv"
-    ).read_text()
+    sequential_and_parallel(
+        tiny_config, "u", *unity, "eval.splits=[test]", "eval.budgets=[0,1]", "eval.joint_run_id=u"
+    )
