@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,3 +41,24 @@ def tiny_config(tmp_path: Path) -> Callable[..., Config]:
 def free_ports() -> Callable[..., int]:
     """A function: the first of `count` consecutive TCP ports nobody listens on right now."""
     return ports.free_ports
+
+
+PLAIN_ENV = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+"""The environment without the variables that would make rich colour a piped console."""
+
+
+def _meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "meta", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**PLAIN_ENV, "WANDB_MODE": "offline"},
+    )
+
+
+@pytest.fixture
+def meta_train() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """A function: `meta-train <args>` run as a process in `cwd`, wandb offline, output kept."""
+    return _meta_train

@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.integration  # every test here runs meta-train as a process
 
+MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
 TINY = ["experiment=tiny", "logger=quiet"]
-PLAIN_ENV = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
-
-
-def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "meta", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**PLAIN_ENV, "WANDB_MODE": "offline"},
-    )
 
 
 @pytest.mark.parametrize(
@@ -52,7 +41,7 @@ def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_bad_input_is_one_line_nonzero_and_writes_nothing(
-    tmp_path: Path, override: str, message: str
+    tmp_path: Path, override: str, message: str, meta_train: MetaTrain
 ) -> None:
     done = meta_train(override, *TINY, "results_dir=results", cwd=tmp_path)
     assert done.returncode != 0
@@ -61,7 +50,7 @@ def test_bad_input_is_one_line_nonzero_and_writes_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_existing_run_is_refused_without_changes(tmp_path: Path) -> None:
+def test_existing_run_is_refused_without_changes(tmp_path: Path, meta_train: MetaTrain) -> None:
     assert meta_train(*TINY, "meta.steps=1", "run_id=r", cwd=tmp_path).returncode == 0
     run_dir = tmp_path / "results" / "r"
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
@@ -71,7 +60,7 @@ def test_existing_run_is_refused_without_changes(tmp_path: Path) -> None:
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
 
 
-def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path) -> None:
+def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path, meta_train: MetaTrain) -> None:
     done = meta_train(
         "experiment=tiny",
         "meta.steps=3",
@@ -93,7 +82,7 @@ def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path) -> None:
+def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path, meta_train: MetaTrain) -> None:
     done = meta_train(
         "--multirun", "seed=0,1", "meta.outer_lr=0.1,1.0", *TINY, "meta.steps=1", cwd=tmp_path
     )
@@ -106,6 +95,7 @@ def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_ctrl_c_leaves_the_last_completed_meta_step_and_says_how_to_resume(
     tmp_path: Path,
+    meta_train: MetaTrain,
 ) -> None:
     args = [sys.executable, "-m", "meta", *TINY, "meta.steps=200", "run_id=stop"]
     proc = subprocess.Popen(

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import csv
-import os
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,19 +13,8 @@ from envs.backend.ports import free_ports
 
 pytestmark = pytest.mark.integration  # every test here runs meta-train as a process
 
+MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
 TINY = ["experiment=tiny", "logger=quiet", "meta.steps=2"]
-PLAIN_ENV = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
-
-
-def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "meta", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**PLAIN_ENV, "WANDB_MODE": "offline"},
-    )
 
 
 @pytest.mark.parametrize(
@@ -42,7 +30,7 @@ def meta_train(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_bad_runtime_keys_are_one_line_nonzero_and_write_nothing(
-    tmp_path: Path, override: str, message: str
+    tmp_path: Path, override: str, message: str, meta_train: MetaTrain
 ) -> None:
     done = meta_train("runtime=ray", override, *TINY, "results_dir=results", cwd=tmp_path)
     assert done.returncode != 0
@@ -51,7 +39,7 @@ def test_bad_runtime_keys_are_one_line_nonzero_and_write_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_run_on_its_own_local_ray_cluster(tmp_path: Path) -> None:
+def test_a_run_on_its_own_local_ray_cluster(tmp_path: Path, meta_train: MetaTrain) -> None:
     done = meta_train("runtime=ray", "meta.meta_batch_size=2", *TINY, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (run_dir,) = (tmp_path / "results").iterdir()
@@ -69,7 +57,7 @@ def test_a_run_on_its_own_local_ray_cluster(tmp_path: Path) -> None:
     ],
 )
 def test_a_sweep_on_a_cluster_launcher_gives_each_job_a_whole_run(
-    tmp_path: Path, launcher: list[str]
+    tmp_path: Path, launcher: list[str], meta_train: MetaTrain
 ) -> None:
     done = meta_train("--multirun", *launcher, "seed=0,1", *TINY, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
