@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from meta.algorithm.ppo.config import PPOConfig
+from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.loss import clipped_policy_loss, clipped_value_loss
 from meta.algorithm.ppo.update import compute_gae
 from meta.algorithm.schedules import annealed, decayed, interpolated
@@ -83,3 +84,14 @@ def test_bad_ppo_config_names_the_field(field: str, value: object, message: str)
     with pytest.raises(ValueError, match=message) as info:
         cfg.validate()
     assert "\n" not in str(info.value)
+
+
+def test_run_schedule_decays_to_floor_at_the_run_end_as_mlagents() -> None:
+    # ML-Agents' DecayedValue: (x0 - floor) * (1 - s/S) + floor, across the run's chunks.
+    start, floors = Hyper(3e-4, 5e-3, 0.2), Hyper(1e-10, 1e-5, 0.1)
+    halfway = RunSchedule(start, floors, done=500, total=1000).at(0)
+    assert halfway.epsilon == pytest.approx(0.15)
+    assert halfway.beta == pytest.approx((5e-3 - 1e-5) / 2 + 1e-5)
+    assert halfway.learning_rate == pytest.approx((3e-4 - 1e-10) / 2 + 1e-10)
+    end = RunSchedule(start, floors, done=900, total=1000).at(100)
+    assert (end.learning_rate, end.beta, end.epsilon) == pytest.approx((1e-10, 1e-5, 0.1))

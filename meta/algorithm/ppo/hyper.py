@@ -34,11 +34,11 @@ class Hyper:
 
 @dataclass(frozen=True)
 class RunSchedule:
-    """One continuous training cut into chunks: x = x0 * (1 - s/S) over all S agent-steps.
+    """One continuous training cut into chunks: x = (x0 - floor) * (1 - s/S) + floor.
 
     A chunk that starts after `done` agent-steps of the run asks `at(steps)` for the values
-    after `steps` more; the values never go below `floors`. ML-Agents' linear schedules over
-    one PPO run, which `joint` and `single` are.
+    after `steps` more of all S. ML-Agents' linear decay (`ModelUtils.DecayedValue`) over one
+    PPO run, which `joint` and `single` are: it reaches each floor at the run's end.
     """
 
     start: Hyper
@@ -49,8 +49,9 @@ class RunSchedule:
     def at(self, steps: int) -> Hyper:
         """The values after `steps` agent-steps of this chunk."""
         fraction = 1.0 - min(self.done + steps, self.total) / self.total
+        start, floors = self.start, self.floors
         return Hyper(
-            max(self.start.learning_rate * fraction, self.floors.learning_rate),
-            max(self.start.beta * fraction, self.floors.beta),
-            max(self.start.epsilon * fraction, self.floors.epsilon),
+            (start.learning_rate - floors.learning_rate) * fraction + floors.learning_rate,
+            (start.beta - floors.beta) * fraction + floors.beta,
+            (start.epsilon - floors.epsilon) * fraction + floors.epsilon,
         )
