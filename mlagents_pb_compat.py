@@ -14,11 +14,8 @@ and the ``.pth`` once mlagents-envs ships regenerated modules.
 
 from __future__ import annotations
 
-import ast
 import importlib
-import importlib.abc
 import importlib.machinery
-import importlib.util
 import sys
 from types import ModuleType
 
@@ -36,6 +33,8 @@ def _needs_rebuild() -> bool:
 
 def _descriptor_and_imports(source: str) -> tuple[bytes, list[str]]:
     """The serialized FileDescriptorProto and the sibling modules an old ``_pb2`` imports."""
+    import ast  # here, not at interpreter start: the .pth runs before every program
+
     tree = ast.parse(source)
     imports = [
         f"{node.module}.{alias.name}"
@@ -54,7 +53,7 @@ def _descriptor_and_imports(source: str) -> tuple[bytes, list[str]]:
     raise ImportError("no serialized_pb in generated module")
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
     """Builds one generated module from its embedded descriptor with current protobuf."""
 
     def __init__(self, origin: str) -> None:
@@ -77,7 +76,7 @@ class _Loader(importlib.abc.Loader):
         builder.BuildTopDescriptorsAndMessages(namespace["DESCRIPTOR"], module.__name__, namespace)
 
 
-class Finder(importlib.abc.MetaPathFinder):
+class Finder:
     """Routes mlagents-envs' generated ``_pb2`` modules to :class:`_Loader`."""
 
     def find_spec(
@@ -93,7 +92,7 @@ class Finder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, path, target)
             if spec is not None and spec.origin and spec.origin.endswith(".py"):
                 loader = _Loader(spec.origin)
-                return importlib.util.spec_from_loader(fullname, loader, origin=spec.origin)
+                return importlib.machinery.ModuleSpec(fullname, loader, origin=spec.origin)
         return None
 
 

@@ -1,5 +1,5 @@
 """`python -m meta [overrides]`: meta-train."""
 
-from meta.cli import train_main
+from meta.launch import train
 
-train_main()
+train()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -15,6 +16,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from meta.config import Config
+from meta.run.interrupt import Terminated, raise_on_signals
+from meta.run.names import check_name, command, derived_run_id, run_command
+from meta.run.signals import exit_at_once, exit_code
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 log = logging.getLogger("meta")
@@ -32,13 +36,14 @@ def register_configs() -> None:
 
 
 def one_line(error: BaseException) -> str:
-    """An error and its cause as one line."""
+    """An error and the causes it did not suppress (`from None`) as one line, each once."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    cause = error.__cause__ or error.__context__
-    if cause is not None and str(cause).strip():
-        first = str(cause).strip().splitlines()[0]
-        if first not in text:
+    cause = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    while cause is not None:
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+        if first and first not in text:
             text = f"{text} ({first})"
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
     return text
 
 
@@ -67,24 +72,42 @@ def precheck(program: str, argv: list[str]) -> None:
 
 
 def run_id_of(cfg: DictConfig) -> str:
-    """The given run_id, else one derived from the overrides (distinct per multirun job)."""
+    """The given run_id, else one derived from the overrides (distinct per multirun job).
+
+    The derived id is `meta.run.names.derived_run_id` of the overrides Hydra's
+    `override_dirname` keeps. A resume whose derived id has no directory but whose id by the
+    earlier rule (`<algorithm>_<override_dirname>`) has one continues that run.
+    """
     if cfg.run_id:
-        return str(cfg.run_id)
-    derived = HydraConfig.get().job.override_dirname
-    name = str(cfg.meta.algorithm) + (f"_{derived}" if derived else "")
+        return check_name(str(cfg.run_id))
+    hydra_cfg = HydraConfig.get()
+    excluded = set(hydra_cfg.job.config.override_dirname.exclude_keys)
+    kept = [o for o in hydra_cfg.overrides.task if o.split("=")[0].lstrip("+~") not in excluded]
+    run_id = derived_run_id(str(cfg.meta.algorithm), kept)
+    legacy = _legacy_run_id(str(cfg.meta.algorithm), hydra_cfg.job.override_dirname)
+    results = Path(str(cfg.results_dir))
+    if cfg.resume and not (results / run_id).exists() and (results / legacy).is_dir():
+        log.info("Resuming %r, the id this run was given before run ids changed", legacy)
+        return check_name(legacy)
+    return check_name(run_id)
+
+
+def _legacy_run_id(algorithm: str, override_dirname: str) -> str:
+    """The id derived before run ids became Hydra values: `<algorithm>_<override_dirname>`."""
+    name = algorithm + (f"_{override_dirname}" if override_dirname else "")
     return re.sub(r"[^A-Za-z0-9_.,=+-]", "-", name)
 
 
 def _train(cfg: DictConfig) -> None:
+    from meta.launch import BEFORE_START
     from meta.observe.console import log_to, run_console
-    from meta.run.interrupt import install_sigterm
     from meta.trainer import plan, session
 
-    install_sigterm()
+    exit_at_once("meta-train", BEFORE_START)  # again for each job of a multirun
     console = run_console()
     log_to(console)
-    run_id = run_id_of(cfg)
     try:
+        run_id = run_id_of(cfg)
         cfg, changes = _in_force(cfg, run_id)
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
         _set_threads(config)
@@ -99,7 +122,9 @@ def _train(cfg: DictConfig) -> None:
         fail("meta-train", str(stopped), stopped.code)
     print(
         f"meta-train: done. Results in {run_dir} (final weights {run_dir / 'Brain.pt'}; "
-        f"meta-steps in {run_dir / 'meta_steps.csv'}; tensorboard --logdir {run_dir})"
+        f"meta-steps in {run_dir / 'meta_steps.csv'}). Watch it with: "
+        f"{command('tensorboard', '--logdir', str(run_dir))}. Evaluate it with: "
+        f"{run_command('meta-eval', run_id, str(cfg.results_dir))}"
     )
 
 
@@ -151,17 +176,13 @@ def _hydra(task: Any) -> Any:
 
 def train_main() -> None:
     """`meta-train [--verbose] [overrides]`."""
-    from meta.run.interrupt import Terminated, install_sigterm
+    from meta.launch import BEFORE_START
 
-    install_sigterm()
+    exit_at_once("meta-train", BEFORE_START)
     _take_verbose()
-    try:
-        register_configs()
-        precheck("meta-train", sys.argv[1:])
-        _hydra(_train)()
-    except (KeyboardInterrupt, Terminated) as error:  # before the run started
-        code = 143 if isinstance(error, Terminated) else 130
-        fail("meta-train", "interrupted before the run started; nothing was written", code)
+    register_configs()
+    precheck("meta-train", sys.argv[1:])
+    _hydra(_train)()
 
 
 def _take_verbose() -> None:
@@ -194,16 +215,21 @@ def _eval(cfg: DictConfig) -> None:
         checked = plan(config, config.run_id)
     except Exception as error:  # all of it is about the input; nothing is written yet
         fail("meta-eval", error)
+    raise_on_signals()
     try:
         cells = evaluate(checked, progress=True)
-    except KeyboardInterrupt:
-        fail("meta-eval", "interrupted before writing results; run it again to start over", 130)
+    except (KeyboardInterrupt, Terminated) as error:
+        code = exit_code(signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT)
+        exit_at_once("meta-eval", "interrupted before writing results")
+        fail("meta-eval", "interrupted before writing results; run it again to start over", code)
+    exit_at_once("meta-eval", f"interrupted after writing results; {checked.out_dir} is complete")
     print(table(cells, config.eval.threshold, config.eval.confidence))
     print(f"meta-eval: done. Results in {checked.out_dir} (adaptation.csv, summary.csv, .png)")
 
 
 def eval_main() -> None:
     """`meta-eval run_id=<run> [eval.* seed=... results_dir=...]`."""
+    exit_at_once("meta-eval", "interrupted before writing results; nothing was written")
     register_configs()
     for arg in sys.argv[1:]:
         key = arg.lstrip("+~").split("=")[0].split(".")[0]

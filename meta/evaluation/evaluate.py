@@ -47,7 +47,8 @@ from meta.evaluation.runs import (
 )
 from meta.evaluation.statistics import Cell, Measurement, steps_to_target, summarise
 from meta.run.atomic import atomic_write_text
-from meta.run.directory import STATUS_FILE, RunError, latest_weights
+from meta.run.directory import STATUS_FILE, RunError, check_inside, latest_weights
+from meta.run.names import check_name
 from meta.run.status import TrainingStatus
 from meta.runtime.cluster import Cluster, connect
 
@@ -134,6 +135,11 @@ def plan(cli: Config, run_id: str) -> EvalPlan:
         raise ValueError("run_id is required: meta-eval run_id=<run to evaluate>")
     if run_id and cli.eval.run_ids and run_id not in ids:
         raise ValueError(f"run_id={run_id!r} is not among eval.run_ids={ids}")
+    for i in ids:
+        check_name(i, "eval.run_ids" if cli.eval.run_ids else "run_id")
+        check_inside(Path(cli.results_dir) / i)  # its eval/ is written
+    if cli.eval.joint_run_id:
+        check_name(cli.eval.joint_run_id, "eval.joint_run_id")
     if len(ids) > 1 and cli.eval.joint_run_id:
         raise ValueError(
             "eval.joint_run_id names one baseline; with several eval.run_ids each run's own "

@@ -161,6 +161,21 @@ def new_wandb_id() -> str:
 WRITERS = ("console", "csv", "tensorboard", "wandb")
 
 
+def csv_tables(
+    extra_columns: Sequence[str] = (), inner_columns: Sequence[str] | None = None
+) -> dict[str, list[str]]:
+    """Each CSV table of a run and its columns (inner_updates only with `inner_columns`)."""
+    tables = {
+        META_STEPS_TABLE: [
+            *META_STEP_COLUMNS,
+            *(c for c in extra_columns if c not in META_STEP_COLUMNS),
+        ]
+    }
+    if inner_columns is not None:
+        tables[INNER_UPDATES_TABLE] = ["meta_step", *(c for c in inner_columns if c != "meta_step")]
+    return tables
+
+
 def build_reporter(
     run_dir: StrPath,
     *,
@@ -184,16 +199,9 @@ def build_reporter(
     if "console" in writers:
         chosen.append(ConsoleWriter(console_every))
     if "csv" in writers:
-        columns = [*META_STEP_COLUMNS, *(c for c in extra_columns if c not in META_STEP_COLUMNS)]
-        chosen.append(
-            CSVWriter(run_dir / f"{META_STEPS_TABLE}.csv", columns, truncate_after=resume_meta_step)
-        )
-        if inner_columns is not None:
-            inner = ["meta_step", *(c for c in inner_columns if c != "meta_step")]
+        for table, columns in csv_tables(extra_columns, inner_columns).items():
             chosen.append(
-                CSVWriter(
-                    run_dir / f"{INNER_UPDATES_TABLE}.csv", inner, truncate_after=resume_meta_step
-                )
+                CSVWriter(run_dir / f"{table}.csv", columns, truncate_after=resume_meta_step)
             )
     if "tensorboard" in writers:
         from meta.observe.writers import TensorBoardWriter

@@ -22,6 +22,20 @@ def _cell(value: Any) -> Any:
     return "" if value is None else value
 
 
+def header_error(path: Path, columns: Sequence[str], header: Sequence[str] | None = None) -> str:
+    """Why the table at `path` cannot take rows of `columns` ("" if it can, or does not exist)."""
+    if header is None:
+        if not path.is_file():
+            return ""
+        with path.open(newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), None)
+        if header is None:
+            return ""
+    if list(header) != list(columns):
+        return f"{path}: header {list(header)} differs from columns {list(columns)}"
+    return ""
+
+
 class CSVWriter:
     """Appends rows of one table to a CSV with a fixed header; copes with resumed runs."""
 
@@ -61,8 +75,9 @@ class CSVWriter:
         if not rows:
             self.path.unlink()
             return False
-        if rows[0] != self.columns:
-            raise ValueError(f"{self.path}: header {rows[0]} differs from columns {self.columns}")
+        error = header_error(self.path, self.columns, rows[0])
+        if error:
+            raise ValueError(error)
         if truncate_after is not None:
             i = self.columns.index(self.step_column)
             rows[1:] = [

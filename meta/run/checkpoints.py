@@ -15,7 +15,8 @@ state (`theta`, counters, status) beside ML-Agents' modules (`Policy`, `Optimize
 `file_path` is the `.onnx` as ML-Agents resolves it (`<results_dir>/<run_id>/<behavior>/...`),
 the `.pt` is in `auxillary_file_paths`, so its checkpoint rotation finds and removes them.
 
-Checkpoints are read with `torch.load(..., weights_only=True)`, so a state may only hold
+Checkpoints are read with `torch.load(..., weights_only=True)`; a file whose pickle names
+anything else is refused as code, never loaded (`meta.run.pickles`). So a state may only hold
 tensors, dicts, lists, tuples, str, int, float, bool and None (RNG states of `torch`, `random`
 and a numpy `Generator.bit_generator.state` qualify; numpy arrays and arbitrary objects do not:
 store them as tensors or lists).
@@ -38,6 +39,7 @@ from meta.algorithm.ppo.config import NetworkConfig
 from meta.run import faults
 from meta.run.atomic import StrPath, atomic_write_bytes, torch_bytes
 from meta.run.export import MLAgentsExport, run_network
+from meta.run.pickles import refused_globals
 from meta.run.status import CheckpointEntry, TrainingStatus
 
 logger = logging.getLogger(__name__)
@@ -48,9 +50,18 @@ STATUS_KEY = "training_status"
 
 
 def _first_line(error: BaseException) -> str:
+    """torch's reason in a few words, never its advice to load with weights_only=False."""
     detail = re.search(r"WeightsUnpickler error:\s*(.+)", str(error))
     text = detail[1] if detail else str(error).strip()
-    return text.splitlines()[0].split(". ")[0] if text else type(error).__name__
+    first = text.splitlines()[0].split(". ")[0] if text else ""
+    return first if first and "weights_only" not in first else type(error).__name__
+
+
+def _refused_globals(path: Path) -> list[str]:
+    try:
+        return refused_globals(path)
+    except (OSError, zipfile.BadZipFile):
+        return []
 
 
 class CheckpointError(RuntimeError):
@@ -65,11 +76,10 @@ def load_checkpoint(path: StrPath) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
-        if found:
+        code = _refused_globals(path)
+        if code:
             raise CheckpointError(
-                f"{path}: holds {found[1]}; weights_only loads only tensors, containers and "
-                "primitives"
+                f"{path} holds code ({', '.join(code)}), not weights: refused"
             ) from None
         raise CheckpointError(f"{path}: corrupt checkpoint ({_first_line(e)})") from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as e:

@@ -1,7 +1,8 @@
 """Named points where a test can make the process die or its disk fill up, for real.
 
 `META_HARNESS_FAULT=<point>@<meta_step>` kills the process with SIGKILL when the run reaches
-that point of that meta-step; `META_HARNESS_FAULT=disk_full@<meta_step>` makes every state
+that point of that meta-step, and `<point>@<meta_step>:SIGINT` (or `:SIGTERM`) sends it that
+signal there instead, for real; `META_HARNESS_FAULT=disk_full@<meta_step>` makes every state
 write of that meta-step and after fail with ENOSPC. Unset (always, outside the fault-injection
 tests), a point costs one dictionary look-up.
 """
@@ -23,6 +24,8 @@ POINTS = (
     "after_writers",
 )
 """In the order a meta-step passes them; the commit is the replace of Brain/checkpoint.pt."""
+END_POINTS = ("after_final", "after_release")
+"""After the last meta-step (`@meta.steps`): final weights and status written; run released."""
 
 _meta_step = -1
 
@@ -31,8 +34,9 @@ def at(point: str, meta_step: int) -> None:
     """Die here if the fault names this point and meta-step."""
     global _meta_step
     _meta_step = meta_step
-    if os.environ.get(FAULT_ENV) == f"{point}@{meta_step}":
-        os.kill(os.getpid(), signal.SIGKILL)
+    spec, _, sig = os.environ.get(FAULT_ENV, "").partition(":")
+    if spec == f"{point}@{meta_step}":
+        os.kill(os.getpid(), getattr(signal, sig) if sig else signal.SIGKILL)
 
 
 def check_disk(path: str) -> None:

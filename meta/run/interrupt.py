@@ -1,4 +1,10 @@
-"""Ctrl-C and SIGTERM: held off while a meta-step commits, so a run never holds half of one."""
+"""Ctrl-C and SIGTERM: one line and exit code 130 / 143 at any instant, never half a meta-step.
+
+A program goes through three regimes. Before it writes, `meta.run.signals.exit_at_once` ends
+it on the spot. While it writes, `raise_on_signals` turns a signal into an exception the run
+unwinds from (a meta-step's commit holds it off with `deferred_interrupt`). Once its results
+are complete, `exit_at_once` again, with a line saying so.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-HELD = (signal.SIGINT, signal.SIGTERM)
+from meta.run.signals import HELD
 
 
 class Terminated(BaseException):
@@ -18,22 +24,32 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated
 
 
-def install_sigterm() -> None:
-    """Turn SIGTERM into Terminated, so it unwinds like KeyboardInterrupt does."""
+def raise_on_signals() -> None:
+    """From now on Ctrl-C raises KeyboardInterrupt and SIGTERM Terminated."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 @contextmanager
-def deferred_interrupt() -> Iterator[None]:
+def deferred_interrupt() -> Iterator[list[int]]:
     """Hold Ctrl-C and SIGTERM until the block ends, then raise what arrived."""
-    received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _: received.append(signum)) for sig in HELD}
     try:
-        yield
+        with held_signals() as received:
+            yield received
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if signal.SIGTERM in received:
             raise Terminated
         if received:
             raise KeyboardInterrupt
+
+
+@contextmanager
+def held_signals() -> Iterator[list[int]]:
+    """Record Ctrl-C and SIGTERM in the yielded list while the block runs, raising nothing."""
+    received: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _: received.append(signum)) for sig in HELD}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

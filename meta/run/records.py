@@ -65,6 +65,14 @@ def extra_columns(lesson_names: Iterable[str]) -> list[str]:
     return [*EXTRA_COLUMNS, *(LESSON_PREFIX + n for n in lesson_names), "env_params"]
 
 
+def table_columns(
+    lesson_names: Iterable[str], per_update: bool
+) -> tuple[list[str], list[str] | None]:
+    """meta_steps.csv's extra columns, and inner_updates.csv's (None: no such table)."""
+    inner = ["update", "task", *UPDATE_KEYS] if per_update else None
+    return extra_columns(lesson_names), inner
+
+
 @dataclass(frozen=True)
 class MetaStep:
     """One meta-step's outcome, before it is committed."""

@@ -35,13 +35,12 @@ from meta.run.directory import TIMERS_FILE, RunStart, open_run
 from meta.run.interrupt import deferred_interrupt
 from meta.run.records import (
     JOURNAL,
-    UPDATE_KEYS,
     MetaStep,
-    extra_columns,
     nanmean,
     plain,
     rows,
     scalars,
+    table_columns,
     update_rows,
 )
 from meta.trainer.inner import InnerTrainings
@@ -67,6 +66,8 @@ class MetaTrainer:
     ) -> None:
         self.plan, self.cfg, self.console = plan, plan.cfg, console
         self._closed = False
+        self.completed = False
+        """Whether the final weights and status are written: the run is complete."""
         start: RunStart = open_run(self.cfg, plan.run_id, config_yaml)
         self.run_dir: Path = start.run_dir
         self.status = start.status
@@ -91,6 +92,7 @@ class MetaTrainer:
 
     def _reporter(self, config_dict: dict[str, Any], resumed: bool) -> StatsReporter:
         logger = self.cfg.logger
+        extra, inner = table_columns(self.plan.parameters.lesson_nums(), logger.per_update_csv)
         return build_reporter(
             self.run_dir,
             run_id=self.plan.run_id,
@@ -99,8 +101,8 @@ class MetaTrainer:
             resume_meta_step=self.meta_step - 1 if resumed else None,
             resume_env_steps=self.env_steps if resumed else None,
             console_every=logger.summary_freq,
-            extra_columns=extra_columns(self.plan.parameters.lesson_nums()),
-            inner_columns=["update", "task", *UPDATE_KEYS] if logger.per_update_csv else None,
+            extra_columns=extra,
+            inner_columns=inner,
             wandb_project=logger.wandb_project,
             wandb_id=self._wandb_id(),
         )
@@ -266,8 +268,11 @@ class MetaTrainer:
         return table
 
     def finish(self) -> None:
-        """Final weights, ours (Brain.pt) and ML-Agents' (Brain.onnx); then close."""
-        self.checkpoints.save_final(self.theta, self.env_steps, self.last_reward)
+        """Final weights, ours (Brain.pt) and ML-Agents' (Brain.onnx), whole; then close."""
+        with deferred_interrupt():
+            self.checkpoints.save_final(self.theta, self.env_steps, self.last_reward)
+            self.completed = True
+            faults.at("after_final", self.meta_step)
         self.close()
 
     def close(self) -> None:

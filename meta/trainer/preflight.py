@@ -10,7 +10,11 @@ from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.checks import check_families
 from meta.config import Config
 from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
-from meta.run.directory import check, latest_weights
+from meta.observe.reporter import csv_tables
+from meta.run.checkpoints import LATEST
+from meta.run.directory import check, check_tables, latest_weights, resume_state, run_path
+from meta.run.names import check_name
+from meta.run.records import table_columns
 from meta.runtime.cluster import Cluster, connect
 from meta.runtime.envpool import EnvPool
 
@@ -37,8 +41,7 @@ class Plan:
 def plan(cfg: Config, run_id: str) -> Plan:
     """Validate the whole configuration and the run directory rules; write nothing."""
     cfg.validate()
-    if not run_id:
-        raise ValueError("run_id is empty")
+    check_name(run_id)
     sampler = reptile.TaskSampler(cfg.meta.tasks, cfg.meta.split)
     parameters = parse_environment_parameters(cfg.environment_parameters, [BEHAVIOR_NAME])
     pool = EnvPool(cfg.env)
@@ -47,28 +50,40 @@ def plan(cfg: Config, run_id: str) -> Plan:
     pool.check([t.name for t in cfg.meta.tasks])
     check_families([t.name for t in cfg.meta.tasks], cfg.ppo.self_play, cfg.meta.algorithm)
     check(cfg, run_id)
-    if cfg.initialize_from and cfg.env.backend == "native":
-        _check_initial_weights(cfg)
+    if cfg.resume:
+        extra, inner = table_columns(parameters.lesson_nums(), cfg.logger.per_update_csv)
+        check_tables(run_path(cfg, run_id), csv_tables(extra, inner))
+    if (cfg.initialize_from or cfg.resume) and cfg.env.backend == "native":
+        _check_weights(cfg, run_id)
     cluster = connect(cfg.runtime) if cfg.runtime.backend == "ray" else None
     return Plan(cfg, run_id, sampler, parameters, pool, cluster)
 
 
-def _check_initial_weights(cfg: Config) -> None:
-    """initialize_from's weights must fit this network (builds are checked once launched).
+def _check_weights(cfg: Config, run_id: str) -> None:
+    """initialize_from's and a resumed checkpoint's weights must fit this network.
 
-    ML-Agents' checkpoints are mapped first; a network that differs (layer sizes,
-    normalisation, observation or action size) is refused naming every difference.
+    Builds are checked once launched. ML-Agents' checkpoints are mapped first; a network that
+    differs (layer sizes, normalisation, observation or action size) is refused naming every
+    difference.
     """
     import envs
 
     env = envs.make(cfg.meta.tasks[0].name)
     fresh = policy_for(env, cfg.network).state_dict()
     env.close()
-    sizes = (int(fresh["actor.0.weight"].shape[1]), int(fresh["log_std"].shape[0]))
-    weights = latest_weights(cfg.results_dir, str(cfg.initialize_from), cfg.network, sizes)
-    mismatch = reptile.mismatch(fresh, weights)
-    if mismatch:
-        raise ValueError(
-            f"initialize_from={cfg.initialize_from}: its weights do not fit this network "
-            f"({mismatch})"
-        )
+    if cfg.resume:
+        mismatch = reptile.mismatch(fresh, resume_state(run_path(cfg, run_id))["theta"])
+        if mismatch:
+            raise ValueError(
+                f"resume=true: {run_path(cfg, run_id) / BEHAVIOR_NAME / LATEST} holds weights "
+                f"of another network ({mismatch}); refused"
+            )
+    if cfg.initialize_from:
+        sizes = (int(fresh["actor.0.weight"].shape[1]), int(fresh["log_std"].shape[0]))
+        weights = latest_weights(cfg.results_dir, str(cfg.initialize_from), cfg.network, sizes)
+        mismatch = reptile.mismatch(fresh, weights)
+        if mismatch:
+            raise ValueError(
+                f"initialize_from={cfg.initialize_from}: its weights do not fit this network "
+                f"({mismatch})"
+            )

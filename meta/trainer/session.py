@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,16 +17,18 @@ from typing import Any
 from rich.console import Console
 
 from envs.backend.worker import BuildError
+from meta.run import faults
 from meta.run.checkpoints import CheckpointError
 from meta.run.configuration import record_changes
-from meta.run.interrupt import Terminated
+from meta.run.interrupt import Terminated, held_signals, raise_on_signals
 from meta.run.lock import RunLock, RunLocked
+from meta.run.names import run_command
+from meta.run.signals import exit_at_once, exit_code
 from meta.run.status import StatusError
 from meta.trainer.inner import BuildsExhausted
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import Plan
 
-DEFAULT_RESULTS_DIR = "results"
 INTERRUPTED, TERMINATED, FAILED = 130, 143, 1
 
 
@@ -41,10 +42,7 @@ class Stopped(Exception):
 
 def resume_command(run_id: str, results_dir: str) -> str:
     """The command that continues `run_id` with its own configuration."""
-    words = ["meta-train", f"run_id={run_id}", "resume=true"]
-    if results_dir != DEFAULT_RESULTS_DIR:
-        words.append(f"results_dir={results_dir}")
-    return " ".join(shlex.quote(word) for word in words)
+    return run_command("meta-train", run_id, results_dir, resume=True)
 
 
 def run(
@@ -54,40 +52,84 @@ def run(
     console: Console | None = None,
     changes: Mapping[str, tuple[Any, Any]] | None = None,
 ) -> Path:
-    """Lock the run, train it to its end, release it; raise Stopped for every early stop."""
-    cfg = plan.cfg
-    lock = RunLock(cfg.results_dir, plan.run_id)
+    """Lock the run, train it to its end, release it; raise Stopped for every early stop.
+
+    Signals raise from the lock on, and are held while the run is released; once the run is
+    complete they end the process at once, saying so (`meta.run.interrupt`).
+    """
+    lock = RunLock(plan.cfg.results_dir, plan.run_id)
+    trainers: list[MetaTrainer] = []
+    raise_on_signals()
+    try:
+        run_dir = _locked_run(plan, lock, trainers, config_yaml, resolved, console, changes)
+    except BaseException as error:
+        _release(plan, lock, trainers)  # a signal while releasing a stopped run changes nothing
+        if isinstance(error, Stopped):
+            exit_at_once("meta-train", str(error))
+        raise
+    received = _release(plan, lock, trainers)
+    done = f"interrupted after the run completed; {run_dir} is complete"
+    exit_at_once("meta-train", done)
+    faults.at("after_release", trainers[0].meta_step)
+    if received:
+        raise Stopped(done, exit_code(received[0]))
+    return run_dir
+
+
+def _locked_run(
+    plan: Plan,
+    lock: RunLock,
+    trainers: list[MetaTrainer],
+    config_yaml: str,
+    resolved: dict[str, Any],
+    console: Console | None,
+    changes: Mapping[str, tuple[Any, Any]] | None,
+) -> Path:
+    """Take the lock and train; every early stop becomes a Stopped."""
     try:
         lock.acquire()
+        trainers.append(MetaTrainer(plan, config_yaml, resolved, console))
+        record_changes(trainers[0].run_dir, trainers[0].meta_step, changes or {})
+        return trainers[0].run()
     except RunLocked as error:
         raise Stopped(str(error), FAILED) from error
-    trainer: MetaTrainer | None = None
-    try:
-        trainer = MetaTrainer(plan, config_yaml, resolved, console)
-        record_changes(trainer.run_dir, trainer.meta_step, changes or {})
-        return trainer.run()
     except (KeyboardInterrupt, Terminated) as error:
         code = TERMINATED if isinstance(error, Terminated) else INTERRUPTED
-        raise Stopped(_stopped("interrupted", plan, trainer), code) from error
+        message = _stopped("interrupted", plan, _first(trainers), lock.held)
+        raise Stopped(message, code) from error
     except OSError as error:
         if error.errno == errno.ENOSPC:
             reason = f"no space left on device writing {error.filename}"
         else:
             reason = f"{error.strerror or error} ({error.filename})"
-        raise Stopped(_stopped(reason, plan, trainer), FAILED) from error
+        raise Stopped(_stopped(reason, plan, _first(trainers)), FAILED) from error
     except (BuildsExhausted, BuildError, CheckpointError, StatusError, ValueError) as error:
-        raise Stopped(_stopped(_first_line(error), plan, trainer), FAILED) from error
-    finally:
-        if trainer is not None:
-            _close_quietly(trainer)
+        raise Stopped(_stopped(_first_line(error), plan, _first(trainers)), FAILED) from error
+
+
+def _first(trainers: list[MetaTrainer]) -> MetaTrainer | None:
+    return trainers[0] if trainers else None
+
+
+def _release(plan: Plan, lock: RunLock, trainers: list[MetaTrainer]) -> list[int]:
+    """Close the trainer, the plan's builds and Ray, and the lock; the signals held meanwhile."""
+    with held_signals() as received:
+        if trainers:
+            _close_quietly(trainers[0])
         plan.close()
         lock.release()
+    return received
 
 
-def _stopped(reason: str, plan: Plan, trainer: MetaTrainer | None) -> str:
+def _stopped(reason: str, plan: Plan, trainer: MetaTrainer | None, locked: bool = True) -> str:
     """`<reason>; <what the run directory holds>[. Resume with: <command>]`."""
     cfg, run_dir = plan.cfg, Path(plan.cfg.results_dir) / plan.run_id
     command = resume_command(plan.run_id, cfg.results_dir)
+    if not locked:  # stopped before or while taking the lock: the run was not touched
+        where = f"{run_dir} is as it was" if run_dir.exists() else "nothing was written"
+        return f"{reason} before the run started; {where}"
+    if trainer is not None and trainer.completed:
+        return f"{reason} after the run completed; {run_dir} is complete"
     if trainer is None and cfg.resume:
         return f"{reason} before the run resumed; {run_dir} is as it was. Resume with: {command}"
     done = 0 if trainer is None else trainer.committed

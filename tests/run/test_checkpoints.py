@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import random
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from meta.interop import onnx as interop_onnx
 from meta.interop.mlagents import POLICY, from_mlagents
 from meta.run import checkpoints as checkpoints_module
 from meta.run.checkpoints import CheckpointError, CheckpointManager, load_checkpoint
+from meta.run.pickles import refused_globals
 from meta.run.status import TrainingStatus
 
 NETWORK = NetworkConfig(hidden_units=8)
@@ -213,9 +215,39 @@ def test_missing_corrupt_and_disallowed_checkpoints_fail_in_one_line(tmp_path: P
     assert "\n" not in str(info.value) and str(manager.latest_path) in str(info.value)
 
     torch.save({"array": np.zeros(2)}, tmp_path / "numpy.pt")
-    with pytest.raises(CheckpointError, match="weights_only") as info:
+    with pytest.raises(CheckpointError, match=r"holds code \(numpy\S*_reconstruct") as info:
         load_checkpoint(tmp_path / "numpy.pt")
     assert "\n" not in str(info.value)
+
+
+class _RunsCode:
+    """Unpickling this calls os.system: the checkpoint a malicious file would be."""
+
+    def __reduce__(self) -> tuple[object, tuple[str, ...]]:
+        return (os.system, ("touch pwned",))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_as_code_without_torchs_advice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"theta": _RunsCode()}, path)
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(path)
+    message = str(info.value)
+    assert message == f"{path} holds code ({os.system.__module__}.system), not weights: refused"
+    assert "weights_only" not in message and not (tmp_path / "pwned").exists()
+
+
+def test_code_is_named_whatever_the_pickle_protocol(tmp_path: Path) -> None:
+    for protocol in (0, 2, 5):
+        path = tmp_path / f"raw{protocol}.pkl"
+        path.write_bytes(pickle.dumps({"theta": _RunsCode()}, protocol=protocol))
+        assert refused_globals(path) == [f"{os.system.__module__}.system"], protocol
+    ok = tmp_path / "ok.pt"
+    torch.save({"theta": {"w": torch.zeros(2)}, "rng": torch.get_rng_state(), "n": [1, "a"]}, ok)
+    assert refused_globals(ok) == []
 
 
 def test_save_final_writes_brain_pt_onnx_and_mlagents_final_checkpoint(tmp_path: Path) -> None:
