@@ -1,7 +1,8 @@
 """The full fault-injection count: `python experiments/fault_trials.py [--trials 40]`.
 
-Runs tests/faults with META_HARNESS_FAULT_TRIALS random kills and races (CI runs 2 of each),
-then prints the README's reliability table from pytest's JUnit report.
+Runs tests/faults with META_HARNESS_FAULT_TRIALS random kills, races and resume start-up
+signals (CI runs 2 of each), then prints the reliability table (docs/reliability.md) from
+pytest's JUnit report.
 """
 
 from __future__ import annotations
@@ -23,13 +24,21 @@ GROUPS = {
     "nothing overwritten",
     "test_races": "concurrency trials (two processes on one run, dead holders): consistent",
     "test_builds": "build trials (killed builds, seeds that overflowed): completed",
+    "test_paths": "path tricks (run ids that are paths, symlinks in and around the run, "
+    "initialize_from a path): refused before any write, or read only; nothing outside the run "
+    "touched",
+    "test_signals": "signals at fixed and random start-up delays (fresh and resumed runs, Ray's "
+    "start-up), during a commit and after the final status: exit 130/143, one line, "
+    "the run as required",
 }
 
 
 def main() -> None:
     """Run the suite at full count and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=40, help="random kills and races each")
+    parser.add_argument(
+        "--trials", type=int, default=40, help="random kills, races and start-up signals each"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "faults.xml"

@@ -1,13 +1,18 @@
 """A signal that ends the program at once, with one line: the regime before and after writes.
 
-Imports only `os` and `signal`, so that the console scripts install it as their first
-instruction (`meta.launch`).
+Imports only a few standard modules, so that the console scripts install it as their first
+instruction (`meta.launch`). What must not outlive the program (a local Ray cluster it started)
+registers its `close` with `close_on_exit`; the handler runs it before exiting.
 """
 
+import contextlib
 import os
 import signal
+from collections.abc import Callable
 
 HELD = (signal.SIGINT, signal.SIGTERM)
+_closers: list[Callable[[], object]] = []
+"""Process-wide, as signal dispositions are: what the handler closes before exiting."""
 
 
 def exit_code(signum: int) -> int:
@@ -15,13 +20,24 @@ def exit_code(signum: int) -> int:
     return 128 + signum
 
 
+def close_on_exit(close: Callable[[], object]) -> None:
+    """Have a signal that ends the program at once call `close()` first."""
+    _closers.append(close)
+
+
 def exit_at_once(program: str, message: str) -> None:
     """From now on a signal prints `<program>: error: <message>` and exits straight away."""
     line = f"{program}: error: {message}\n".encode()
+    exiting: list[int] = []
 
     def _exit(signum: int, frame: object) -> None:
-        os.write(2, line)
-        os._exit(exit_code(signum))
+        if not exiting:  # a second signal while closing: exit without waiting for it
+            exiting.append(signum)
+            os.write(2, line)
+            for close in reversed(_closers):
+                with contextlib.suppress(BaseException):
+                    close()
+        os._exit(exit_code(exiting[0]))
 
     for sig in HELD:
         signal.signal(sig, _exit)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import socket
 from dataclasses import dataclass
 
 from meta.config import RuntimeConfig
+from meta.run.interrupt import held_signals
+from meta.run.signals import close_on_exit
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -30,8 +34,25 @@ def connect(cfg: RuntimeConfig) -> Cluster:
     """Join Ray as `runtime.address` says, or start a local cluster; RuntimeError in one line.
 
     A process already connected (a test session, a job of Hydra's Ray launcher) keeps its
-    connection. The cluster must have room for every actor, or they would wait forever.
+    connection. The cluster must have room for every actor, or they would wait forever. Ctrl-C
+    and SIGTERM wait for Ray's start-up, then stop the cluster with the program.
     """
+    with held_signals() as received:
+        try:
+            cluster = _connect(cfg)
+        except SystemExit as stop:  # ray.init puts in a SIGTERM handler of its own for a while
+            if stop.code != signal.SIGTERM:
+                raise
+            received.append(signal.SIGTERM)
+            cluster = Cluster(started=True)
+            _shutdown()
+    close_on_exit(cluster.close)
+    if received:
+        os.kill(os.getpid(), received[0])  # now that the cluster can be stopped with us
+    return cluster
+
+
+def _connect(cfg: RuntimeConfig) -> Cluster:
     try:
         import ray
     except ImportError as error:
@@ -54,6 +75,13 @@ def connect(cfg: RuntimeConfig) -> Cluster:
         cluster.started = True
     _check_room(cfg, cluster)
     return cluster
+
+
+def _shutdown() -> None:
+    """Stop what a ray.init cut short had started."""
+    import ray
+
+    ray.shutdown()
 
 
 def _answers(address: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,3 +40,19 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
     """A working directory for one trial, emptied afterwards (trials leave large runs)."""
     yield tmp_path
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A working directory holding one completed run, results/done (copied per test)."""
+    cwd = tmp_path_factory.mktemp("finished")
+    code, err = run(cwd, *RUN, "run_id=done")
+    assert code == 0, err
+    return cwd
+
+
+@pytest.fixture
+def copy(finished: Path, tmp_path: Path) -> Path:
+    """A private copy of the finished run's working directory."""
+    subprocess.run(["cp", "-a", f"{finished}/.", str(tmp_path)], check=True)
+    return tmp_path

@@ -14,22 +14,6 @@ from faultkit import RUN, Reference, run, snapshot
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A completed run to resume or damage (copied per test)."""
-    cwd = tmp_path_factory.mktemp("finished")
-    code, err = run(cwd, *RUN, "run_id=done")
-    assert code == 0, err
-    return cwd
-
-
-@pytest.fixture
-def copy(finished: Path, tmp_path: Path) -> Path:
-    """A private copy of the finished run's working directory."""
-    subprocess.run(["cp", "-a", f"{finished}/.", str(tmp_path)], check=True)
-    return tmp_path
-
-
 @pytest.mark.parametrize(
     ("override", "named"),
     [
@@ -65,26 +49,53 @@ def _bad_status(path: Path) -> None:
     (path.parent.parent / "run_logs" / "training_status.json").write_text("{not json")
 
 
+def _bad_header(path: Path) -> None:
+    table = path.parent.parent / "meta_steps.csv"
+    table.write_text(table.read_text().replace("meta_step,", "meta_stpe,", 1))
+
+
+class _RunsCode:
+    """Unpickling this would call os.system (it never runs: the load refuses it)."""
+
+    def __reduce__(self) -> tuple[object, tuple[str, ...]]:
+        return (os.system, ("touch pwned",))
+
+
+def _code(path: Path) -> None:
+    state = torch.load(path, weights_only=True)
+    state["theta"] = _RunsCode()
+    torch.save(state, path)
+
+
+def _other_network(path: Path) -> None:
+    state = torch.load(path, weights_only=True)
+    state["theta"] = {k: torch.zeros([n + 1 for n in v.shape]) for k, v in state["theta"].items()}
+    torch.save(state, path)
+
+
 @pytest.mark.parametrize(
     ("damage", "named"),
     [
         (_truncate, "corrupt checkpoint"),
         (lambda p: p.write_bytes(b""), "corrupt checkpoint"),
-        (_foreign, "weights_only"),
+        (_foreign, "holds code (pathlib.PosixPath), not weights: refused"),
+        (_code, f"holds code ({os.system.__module__}.system), not weights: refused"),
         (_missing_keys, "missing parameters"),
+        (_other_network, "holds weights of another network"),
         (_bad_status, "invalid JSON"),
+        (_bad_header, "meta_steps.csv: header ['meta_stpe'"),
     ],
 )
-def test_a_damaged_run_is_refused_in_one_line_and_not_overwritten(
+def test_a_damaged_run_is_refused_in_one_line_before_any_write(
     damage: object, named: str, copy: Path
 ) -> None:
     checkpoint = copy / "results" / "done" / "Brain" / "checkpoint.pt"
     damage(checkpoint)  # type: ignore[operator]
-    before = snapshot(copy / "results")
+    before = snapshot(copy)
     code, err = run(copy, "run_id=done", "resume=true", "meta.steps=6")
     assert code == 2 and err.count("\n") == 1 and named in err, err
-    assert "Traceback" not in err
-    assert snapshot(copy / "results") == before
+    assert "Traceback" not in err and "weights_only" not in err, err
+    assert snapshot(copy) == before  # configuration.yaml and the status included
 
 
 def test_verbose_shows_the_traceback(copy: Path) -> None:
