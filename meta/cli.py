@@ -227,13 +227,41 @@ def _eval(cfg: DictConfig) -> None:
     print(f"meta-eval: done. Results in {checked.out_dir} (adaptation.csv, summary.csv, .png)")
 
 
+HYDRA_VALUED_FLAGS = (
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--info",
+    "-i",
+)
+"""Hydra's flags that take the next argument as their value (`--cfg job`)."""
+
+
+def _overrides(argv: list[str]) -> list[str]:
+    """The overrides among `argv`: neither Hydra's flags nor their values."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip or arg.startswith("-"):
+            skip = arg in HYDRA_VALUED_FLAGS
+            continue
+        kept.append(arg)
+    return kept
+
+
 def eval_main() -> None:
     """`meta-eval run_id=<run> [eval.* seed=... results_dir=...]`."""
     exit_at_once("meta-eval", "interrupted before writing results; nothing was written")
     register_configs()
-    for arg in sys.argv[1:]:
+    for arg in _overrides(sys.argv[1:]):
         key = arg.lstrip("+~").split("=")[0].split(".")[0]
-        if not arg.startswith("-") and key not in EVAL_KEYS:
+        if key not in EVAL_KEYS:
             fail(
                 "meta-eval",
                 f"{arg}: the run's configuration.yaml decides {key}.*; "
