@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from meta.run.names import SAFE
+
 pytestmark = pytest.mark.integration  # every test here runs meta-train as a process
 
 MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
@@ -88,7 +90,8 @@ def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path, meta_train: MetaTrai
     )
     assert done.returncode == 0, done.stderr
     runs = sorted(p.name for p in (tmp_path / "results").iterdir())
-    assert len(runs) == 4, runs
+    assert len(runs) == 4 and all(SAFE.fullmatch(r) for r in runs), runs
+    assert "reptile-experiment_tiny-meta.outer_lr_0.1-meta.steps_1-seed_0" in runs
     assert all((tmp_path / "results" / r / "Brain.pt").is_file() for r in runs)
 
 

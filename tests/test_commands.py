@@ -68,16 +68,6 @@ def test_the_printed_resume_meta_eval_and_tensorboard_commands_paste_into_bash(
     assert watch[:2] == ["tensorboard", "--logdir"] and Path(tmp_path, watch[2]) == run_dir
 
 
-def test_a_sweep_gives_each_job_its_own_id_made_of_safe_characters(tmp_path: Path) -> None:
-    code, _, err = _meta_train(tmp_path, "-m", *TINY, "meta.steps=1", "seed=0,1")
-    assert code == 0, err
-    ids = sorted(p.name for p in (tmp_path / "rd").iterdir() if not p.name.startswith("."))
-    assert ids == [
-        "reptile-experiment_tiny-meta.steps_1-seed_0",
-        "reptile-experiment_tiny-meta.steps_1-seed_1",
-    ]
-
-
 def test_a_run_named_by_the_earlier_rule_resumes_from_the_same_overrides(tmp_path: Path) -> None:
     legacy = "reptile_experiment=tiny,meta.steps=2"
     args = ["experiment=tiny", "meta.steps=2", "logger=quiet", "results_dir=rd"]

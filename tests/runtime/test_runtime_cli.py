@@ -43,7 +43,7 @@ def test_a_run_on_its_own_local_ray_cluster(tmp_path: Path, meta_train: MetaTrai
     done = meta_train("runtime=ray", "meta.meta_batch_size=2", *TINY, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (run_dir,) = (tmp_path / "results").iterdir()
-    assert run_dir.name == "reptile_experiment=tiny,meta.meta_batch_size=2,meta.steps=2"
+    assert run_dir.name == "reptile-experiment_tiny-meta.meta_batch_size_2-meta.steps_2"
     with (run_dir / "meta_steps.csv").open() as f:
         assert [r["meta_step"] for r in csv.DictReader(f)] == ["0", "0", "1", "1"]
     assert (run_dir / "Brain.pt").is_file()
@@ -62,7 +62,7 @@ def test_a_sweep_on_a_cluster_launcher_gives_each_job_a_whole_run(
     done = meta_train("--multirun", *launcher, "seed=0,1", *TINY, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     runs = sorted(p.name for p in (tmp_path / "results").iterdir())
-    assert runs == [f"reptile_experiment=tiny,meta.steps=2,seed={s}" for s in (0, 1)]
+    assert runs == [f"reptile-experiment_tiny-meta.steps_2-seed_{s}" for s in (0, 1)]
     for run in runs:
         run_dir = tmp_path / "results" / run
         for name in ("configuration.yaml", "run_logs/training_status.json", "Brain.pt"):
