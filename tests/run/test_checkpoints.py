@@ -14,6 +14,7 @@ import torch
 
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import make_policy
+from meta.cli import one_line
 from meta.interop import onnx as interop_onnx
 from meta.interop.mlagents import POLICY, from_mlagents
 from meta.run import checkpoints as checkpoints_module
@@ -262,3 +263,18 @@ def test_save_final_writes_brain_pt_onnx_and_mlagents_final_checkpoint(tmp_path:
     assert (tmp_path / "Brain.onnx").is_file() == ONNX
     final = TrainingStatus.load(manager.status.path).final_checkpoint("Brain")
     assert final is not None and (final.steps, final.reward) == (123, 0.9)
+
+
+def test_the_printed_line_names_each_cause_once(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"theta": _RunsCode()}, path)
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(path)
+    assert one_line(info.value) == str(info.value)  # raised `from None`: torch's error is gone
+    try:
+        try:
+            raise OSError("disk gone")
+        except OSError as cause:
+            raise ValueError("could not save") from cause
+    except ValueError as error:
+        assert one_line(error) == "could not save (disk gone)"
