@@ -1,8 +1,12 @@
-"""A meta-training run's plan: the configuration and run directory rules, validated up front."""
+"""A meta-training run's plan: the configuration and run directory rules, validated up front.
+
+It only checks: it writes nothing and starts nothing (Ray is joined or started by
+`meta.runtime.cluster.join_or_start_ray`, when the run starts).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
@@ -11,7 +15,6 @@ from meta.algorithm.selfplay.checks import check_families
 from meta.config import Config
 from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
 from meta.run.directory import check, latest_weights
-from meta.runtime.cluster import Cluster, connect
 from meta.runtime.envpool import EnvPool
 
 
@@ -24,18 +27,14 @@ class Plan:
     sampler: reptile.TaskSampler
     parameters: EnvironmentParameters
     pool: EnvPool
-    cluster: Cluster | None = field(default=None)
-    """The Ray connection (runtime=ray), made before anything is written."""
 
     def close(self) -> None:
-        """Close the driver's builds and leave Ray (stopping it if this process started it)."""
+        """Close the driver's builds."""
         self.pool.close()
-        if self.cluster is not None:
-            self.cluster.close()
 
 
 def plan(cfg: Config, run_id: str) -> Plan:
-    """Validate the whole configuration and the run directory rules; write nothing."""
+    """Validate the whole configuration and the run directory rules; write or start nothing."""
     cfg.validate()
     if not run_id:
         raise ValueError("run_id is empty")
@@ -49,8 +48,7 @@ def plan(cfg: Config, run_id: str) -> Plan:
     check(cfg, run_id)
     if cfg.initialize_from and cfg.env.backend == "native":
         _check_initial_weights(cfg)
-    cluster = connect(cfg.runtime) if cfg.runtime.backend == "ray" else None
-    return Plan(cfg, run_id, sampler, parameters, pool, cluster)
+    return Plan(cfg, run_id, sampler, parameters, pool)
 
 
 def _check_initial_weights(cfg: Config) -> None:

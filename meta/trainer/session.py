@@ -23,12 +23,13 @@ from meta.run.configuration import record_changes
 from meta.run.interrupt import Terminated
 from meta.run.lock import RunLock, RunLocked
 from meta.run.status import StatusError
+from meta.runtime.cluster import Cluster, join_or_start_ray
 from meta.trainer.inner import BuildsExhausted
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import Plan
 
 DEFAULT_RESULTS_DIR = "results"
-INTERRUPTED, TERMINATED, FAILED = 130, 143, 1
+INTERRUPTED, TERMINATED, FAILED, INPUT = 130, 143, 1, 2
 
 
 class Stopped(Exception):
@@ -54,12 +55,15 @@ def run(
     console: Console | None = None,
     changes: Mapping[str, tuple[Any, Any]] | None = None,
 ) -> Path:
-    """Lock the run, train it to its end, release it; raise Stopped for every early stop."""
+    """Join Ray, lock the run, train it to its end, release it; Stopped for every early stop."""
     cfg = plan.cfg
+    cluster = _join_or_start_ray(plan)
     lock = RunLock(cfg.results_dir, plan.run_id)
     try:
         lock.acquire()
     except RunLocked as error:
+        if cluster is not None:
+            cluster.close()
         raise Stopped(str(error), FAILED) from error
     trainer: MetaTrainer | None = None
     try:
@@ -81,7 +85,20 @@ def run(
         if trainer is not None:
             _close_quietly(trainer)
         plan.close()
+        if cluster is not None:
+            cluster.close()
         lock.release()
+
+
+def _join_or_start_ray(plan: Plan) -> Cluster | None:
+    """runtime=ray: the cluster, joined or started before anything is written; else None."""
+    if plan.cfg.runtime.backend != "ray":
+        return None
+    try:
+        return join_or_start_ray(plan.cfg.runtime)
+    except RuntimeError as error:
+        plan.close()
+        raise Stopped(_first_line(error), INPUT) from error
 
 
 def _stopped(reason: str, plan: Plan, trainer: MetaTrainer | None) -> str:
