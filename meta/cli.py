@@ -15,6 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from meta.config import Config
+from meta.usage import did_you_mean, eval_argv
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 log = logging.getLogger("meta")
@@ -63,7 +64,7 @@ def precheck(program: str, argv: list[str]) -> None:
             cfg = compose(config_name="config", overrides=overrides)
             OmegaConf.to_object(cfg)
     except Exception as error:  # Hydra and OmegaConf raise many kinds; all are user input
-        fail(program, error)
+        fail(program, one_line(error) + did_you_mean(error, CONFIG_DIR))
 
 
 def run_id_of(cfg: DictConfig) -> str:
@@ -214,4 +215,5 @@ def eval_main() -> None:
                 f"meta-eval takes {', '.join(EVAL_KEYS[:-1])}.* overrides",
             )
     precheck("meta-eval", sys.argv[1:])
+    sys.argv[1:] = eval_argv(sys.argv[1:])
     _hydra(_eval)()
