@@ -96,7 +96,7 @@ def test_gradients_are_clipped_to_max_grad_norm_and_inf_is_mlagents_unclipped() 
         else:
             pairs = zip(steps, loss_grads, strict=True)
             assert all(torch.allclose(s, g, rtol=1e-4, atol=1e-6) for s, g in pairs)
-            assert and norm == pytest.approx(raw.item(), rel=1e-4)
+            assert norm == pytest.approx(raw.item(), rel=1e-4)
 
 
 def _norm(tensors: list[torch.Tensor]) -> torch.Tensor:
