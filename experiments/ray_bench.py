@@ -29,7 +29,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from meta.algorithm import reptile
-from meta.algorithm.ppo.train import InnerResult
+from meta.algorithm.inner import InnerResult
 from meta.cli import CONFIG_DIR, register_configs
 from meta.config import Config
 from meta.runtime.actors import Arrays, to_numpy, to_torch

@@ -19,6 +19,7 @@ from meta.config import Config
 from meta.run.interrupt import Terminated, raise_on_signals
 from meta.run.names import check_name, command, derived_run_id, run_command
 from meta.run.signals import exit_at_once, exit_code
+from meta.usage import did_you_mean, eval_argv
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 log = logging.getLogger("meta")
@@ -68,7 +69,7 @@ def precheck(program: str, argv: list[str]) -> None:
             cfg = compose(config_name="config", overrides=overrides)
             OmegaConf.to_object(cfg)
     except Exception as error:  # Hydra and OmegaConf raise many kinds; all are user input
-        fail(program, error)
+        fail(program, one_line(error) + did_you_mean(error, CONFIG_DIR))
 
 
 def run_id_of(cfg: DictConfig) -> str:
@@ -268,4 +269,5 @@ def eval_main() -> None:
                 f"meta-eval takes {', '.join(EVAL_KEYS[:-1])}.* overrides",
             )
     precheck("meta-eval", sys.argv[1:])
+    sys.argv[1:] = eval_argv(sys.argv[1:])
     _hydra(_eval)()

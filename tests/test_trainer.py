@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from meta.algorithm import reptile
-from meta.algorithm.ppo.train import inner_train
+from meta.algorithm.inner import inner_train
 from meta.config import Config
 from meta.run.checkpoints import load_checkpoint
 from meta.run.directory import RunError

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from meta.algorithm.ppo.config import PPOConfig
-from meta.algorithm.ppo.train import Hyper
+from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.schedules import annealed, interpolated
 from meta.config import MetaConfig, TaskConfig
 

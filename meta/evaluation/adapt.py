@@ -16,8 +16,9 @@ from envs.constants import BEHAVIOR_NAME, SPLITS
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.train import cpu_weights, policy_for
+from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.ppo.train import train as ppo_train
+from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.reptile import Task, TaskSampler
 from meta.config import Config, TaskConfig
 from meta.curriculum.lessons import EnvironmentParameters

@@ -50,7 +50,7 @@ from meta.run.atomic import atomic_write_text
 from meta.run.directory import STATUS_FILE, RunError, check_inside, latest_weights
 from meta.run.names import check_name
 from meta.run.status import TrainingStatus
-from meta.runtime.cluster import Cluster, connect
+from meta.runtime.cluster import Cluster, join_or_start_ray
 
 log = logging.getLogger(__name__)
 EVAL_DIR = "eval"
@@ -163,7 +163,7 @@ def plan(cli: Config, run_id: str) -> EvalPlan:
         if len(ids) == 1
         else str(Path(cli.results_dir) / f"{EVAL_DIR}_{'+'.join(ids)}")
     )
-    cluster = connect(cli.runtime) if cli.runtime.backend == "ray" else None
+    cluster = join_or_start_ray(cli.runtime) if cli.runtime.backend == "ray" else None
     return EvalPlan(setting, runs, tasks, Path(out), cli.runtime, cluster)
 
 

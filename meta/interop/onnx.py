@@ -5,7 +5,7 @@ Input `obs_0` (batch, observations); outputs `version_number` (3), `memory_size`
 action size) and `deterministic_continuous_actions` (the mean, clipped the same way); opset 9,
 from torch's TorchScript exporter as ML-Agents uses it. The graph is built from ML-Agents'
 `Policy` module (`meta.interop.mlagents.to_mlagents`), so it is what that checkpoint holds.
-Needs the `onnx` package (the `[export]` extra).
+Needs the `onnx` package (a dependency of the project).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def onnx_bytes(policy: Mapping[str, torch.Tensor]) -> bytes:
     """The ONNX model of ML-Agents' `Policy` module, as bytes."""
     if not available():
         raise ExportUnavailable(
-            "ONNX export needs the 'onnx' package: pip install 'meta-harness[export]'"
+            "ONNX export needs the 'onnx' package, which this installation lacks: pip install onnx"
         )
     # fork_rng: building the layers and tracing randn_like would draw from the global RNG
     with torch.random.fork_rng(devices=[]):

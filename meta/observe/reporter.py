@@ -18,22 +18,18 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from meta.observe.tables import CSVWriter
+from meta.observe.tags import (
+    CUMULATIVE_REWARD,
+    ELO,
+    EPISODE_LENGTH,
+    OUTER_LR,
+    SUCCESS_RATE,
+    WEIGHT_DELTA_NORM,
+)
 from meta.run.atomic import StrPath
 
 logger = logging.getLogger(__name__)
 
-CUMULATIVE_REWARD = "Environment/Cumulative Reward"
-EPISODE_LENGTH = "Environment/Episode Length"
-LESSON = "Environment/Lesson"
-POLICY_LOSS = "Losses/Policy Loss"
-VALUE_LOSS = "Losses/Value Loss"
-LEARNING_RATE = "Policy/Learning Rate"
-BETA = "Policy/Beta"
-EPSILON = "Policy/Epsilon"
-ENTROPY = "Policy/Entropy"
-SUCCESS_RATE = "Meta/Success Rate"
-OUTER_LR = "Meta/Outer Learning Rate"
-WEIGHT_DELTA_NORM = "Meta/Weight Delta Norm"
 
 META_STEPS_TABLE = "meta_steps"
 INNER_UPDATES_TABLE = "inner_updates"
@@ -58,7 +54,7 @@ CONSOLE_LABELS = {
     EPISODE_LENGTH: "Episode Length",
     OUTER_LR: "Outer LR",
     WEIGHT_DELTA_NORM: "Weight Delta Norm",
-    "Self-play/ELO": "ELO",
+    ELO: "ELO",
 }
 
 

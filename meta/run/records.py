@@ -8,25 +8,42 @@ from typing import Any
 
 import numpy as np
 
-from meta.algorithm.ppo.train import SUCCESS_STAT, Hyper, InnerResult
+from meta.algorithm.inner import InnerResult
+from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.reptile import Task, Weights, distance
+from meta.observe.tags import (
+    APPROX_KL,
+    BETA,
+    CLIP_FRACTION,
+    CUMULATIVE_REWARD,
+    ELO,
+    ENTROPY,
+    EPISODE_LENGTH,
+    EPSILON,
+    EXPLAINED_VARIANCE,
+    LEARNING_RATE,
+    LESSON,
+    OUTER_LR,
+    POLICY_LOSS,
+    SUCCESS,
+    SUCCESS_RATE,
+    VALUE_LOSS,
+    WEIGHT_DELTA_NORM,
+)
 
 LESSON_PREFIX = "lesson/"
 JOURNAL = "journal"
 """Where a checkpoint carries its meta-step's table rows, to restore any that a kill lost."""
-REWARD = "Environment/Cumulative Reward"
-ELO_STAT = "Self-play/ELO"
-"""ML-Agents' scalar of the learning policy's rating (runs with games of teams)."""
 UPDATE_KEYS = (
-    "Losses/Policy Loss",
-    "Losses/Value Loss",
-    "Policy/Entropy",
-    "Policy/Learning Rate",
-    "Policy/Beta",
-    "Policy/Epsilon",
-    "Policy/Approx KL",
-    "Policy/Clip Fraction",
-    "Policy/Explained Variance",
+    POLICY_LOSS,
+    VALUE_LOSS,
+    ENTROPY,
+    LEARNING_RATE,
+    BETA,
+    EPSILON,
+    APPROX_KL,
+    CLIP_FRACTION,
+    EXPLAINED_VARIANCE,
 )
 DIAGNOSTICS = UPDATE_KEYS[-3:]
 """Whether an update still moves the policy (and how well the critic fits), per update."""
@@ -104,8 +121,8 @@ def rows(step: MetaStep, theta: Weights, total_env_steps: int) -> list[dict[str,
                 "task": family,
                 "task_params": task.params_json(),
                 "inner_steps": int(s["steps"]),
-                "mean_reward": s[REWARD],
-                "success_rate": s[SUCCESS_STAT],
+                "mean_reward": s[CUMULATIVE_REWARD],
+                "success_rate": s[SUCCESS],
                 "learning_rate": step.hyper.learning_rate,
                 "beta": step.hyper.beta,
                 "epsilon": step.hyper.epsilon,
@@ -115,12 +132,12 @@ def rows(step: MetaStep, theta: Weights, total_env_steps: int) -> list[dict[str,
                 "algorithm": step.algorithm,
                 "task_index": i,
                 "episodes": int(s["episodes"]),
-                "policy_loss": s["Losses/Policy Loss"],
-                "value_loss": s["Losses/Value Loss"],
-                "entropy": s["Policy/Entropy"],
+                "policy_loss": s[POLICY_LOSS],
+                "value_loss": s[VALUE_LOSS],
+                "entropy": s[ENTROPY],
                 "theta_delta_norm": step.theta_delta,
                 "total_env_steps": total_env_steps,
-                "elo": s.get(ELO_STAT, float("nan")),
+                "elo": s.get(ELO, float("nan")),
                 **lessons,
                 "env_params": env_params,
             }
@@ -147,19 +164,17 @@ def scalars(
 ) -> dict[str, float]:
     """The writers' scalars: ML-Agents' names where they exist, Meta/... for ours."""
     out = {
-        REWARD: nanmean(r["mean_reward"] for r in table_rows),
-        "Environment/Episode Length": nanmean(
-            r.stats["Environment/Episode Length"] for r in step.results
-        ),
-        "Losses/Policy Loss": nanmean(r["policy_loss"] for r in table_rows),
-        "Losses/Value Loss": nanmean(r["value_loss"] for r in table_rows),
-        "Policy/Entropy": nanmean(r["entropy"] for r in table_rows),
-        "Policy/Learning Rate": step.hyper.learning_rate,
-        "Policy/Beta": step.hyper.beta,
-        "Policy/Epsilon": step.hyper.epsilon,
-        "Meta/Outer Learning Rate": step.outer_lr,
-        "Meta/Weight Delta Norm": step.theta_delta,
-        "Meta/Success Rate": nanmean(r["success_rate"] for r in table_rows),
+        CUMULATIVE_REWARD: nanmean(r["mean_reward"] for r in table_rows),
+        EPISODE_LENGTH: nanmean(r.stats[EPISODE_LENGTH] for r in step.results),
+        POLICY_LOSS: nanmean(r["policy_loss"] for r in table_rows),
+        VALUE_LOSS: nanmean(r["value_loss"] for r in table_rows),
+        ENTROPY: nanmean(r["entropy"] for r in table_rows),
+        LEARNING_RATE: step.hyper.learning_rate,
+        BETA: step.hyper.beta,
+        EPSILON: step.hyper.epsilon,
+        OUTER_LR: step.outer_lr,
+        WEIGHT_DELTA_NORM: step.theta_delta,
+        SUCCESS_RATE: nanmean(r["success_rate"] for r in table_rows),
     }
     for key in DIAGNOSTICS:  # mean over the meta-step's updates; inner_updates.csv has each
         out[key] = nanmean(u[key] for r in step.results for u in r.updates)
@@ -170,8 +185,8 @@ def scalars(
     for family, count in task_counts.items():
         out[f"Meta/{family}/Count"] = float(count)
     if step.lessons:
-        out["Environment/Lesson"] = float(sum(step.lessons.values()))
+        out[LESSON] = float(sum(step.lessons.values()))
     elo = [float(r["elo"]) for r in table_rows if r.get("elo") == r.get("elo")]
     if elo:
-        out[ELO_STAT] = elo[-1]
+        out[ELO] = elo[-1]
     return out

@@ -22,8 +22,8 @@ import ray
 import torch
 from ray.exceptions import ActorUnavailableError, ObjectLostError, RayActorError, RayTaskError
 
+from meta.algorithm.inner import InnerResult
 from meta.algorithm.ppo.rollout import NullTimers
-from meta.algorithm.ppo.train import InnerResult
 from meta.config import EnvConfig, RuntimeConfig
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash

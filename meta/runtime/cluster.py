@@ -30,7 +30,7 @@ class Cluster:
         self.started = False
 
 
-def connect(cfg: RuntimeConfig) -> Cluster:
+def join_or_start_ray(cfg: RuntimeConfig) -> Cluster:
     """Join Ray as `runtime.address` says, or start a local cluster; RuntimeError in one line.
 
     A process already connected (a test session, a job of Hydra's Ray launcher) keeps its

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from meta.algorithm.inner import InnerResult
 from meta.algorithm.ppo.rollout import Timers
-from meta.algorithm.ppo.train import InnerResult
 from meta.config import Config
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import InnerJob, Weights, run_job

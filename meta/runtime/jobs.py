@@ -14,16 +14,10 @@ from typing import Any
 import torch
 
 from envs.interface import TaskEnvironment
+from meta.algorithm.inner import InnerResult, OptimizerState, SelfPlayState, inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.hyper import RunSchedule
+from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.rollout import Timers
-from meta.algorithm.ppo.train import (
-    Hyper,
-    InnerResult,
-    OptimizerState,
-    SelfPlayState,
-    inner_train,
-)
 from meta.algorithm.reptile import Task
 from meta.runtime.envpool import EnvPool
 

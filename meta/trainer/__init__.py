@@ -1,4 +1,4 @@
-"""meta-train as a library: `train(cfg, run_id)` validates the run, then runs it in-process.
+"""meta-train as a library: `train(cfg, run_id)` validates the run, joins Ray if asked, runs it.
 
 `preflight` validates a run before anything is written, `loop.MetaTrainer` owns a running run
 and its outer loop, `inner` runs a meta-step's inner trainings; `meta.run.interrupt` holds
@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from meta.config import Config
+from meta.runtime.cluster import join_or_start_ray
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import Plan, plan
 
@@ -23,6 +24,7 @@ def train(cfg: Config, run_id: str) -> Path:
 
     checked = plan(cfg, run_id)
     resolved = {**asdict(cfg), "run_id": run_id}
+    cluster = join_or_start_ray(cfg.runtime) if cfg.runtime.backend == "ray" else None
     try:
         trainer = MetaTrainer(checked, OmegaConf.to_yaml(resolved), resolved)
         try:
@@ -32,3 +34,5 @@ def train(cfg: Config, run_id: str) -> Path:
             raise
     finally:
         checked.close()
+        if cluster is not None:
+            cluster.close()

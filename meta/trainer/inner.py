@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from meta.algorithm import reptile
+from meta.algorithm.inner import InnerResult, OptimizerState, SelfPlayState
 from meta.algorithm.ppo.config import PPOConfig
-from meta.algorithm.ppo.hyper import RunSchedule
+from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.rollout import Timers
-from meta.algorithm.ppo.train import Hyper, InnerResult, OptimizerState, SelfPlayState
 from meta.algorithm.selfplay.ghost import elo_only
 from meta.config import Config
 from meta.runtime.executor import InnerExecutor, make_executor
@@ -42,9 +42,8 @@ class InnerTrainings:
         self.restarts = 0
         self._executor: InnerExecutor | None = None
 
-    @property
-    def executor(self) -> InnerExecutor:
-        """Where the jobs run (Ray's actors start with the first meta-step)."""
+    def start_executor(self) -> InnerExecutor:
+        """Where the jobs run, started on the first call (Ray's actors with the first meta-step)."""
         if self._executor is None:
             self._executor = make_executor(self.cfg, self.plan.pool, self.timers)
             if self.cfg.runtime.backend == "ray":
@@ -87,11 +86,11 @@ class InnerTrainings:
         jobs = [job.carrying(self_play_state=play) for job in self.jobs(k, tasks, hyper)]
         on_crash = partial(self._crashed, k)
         if not self.carries_optimizer:
-            return self.executor.run(theta, jobs, on_crash)
+            return self.start_executor().run(theta, jobs, on_crash)
         results, state = [], optimizer_state
         for job in jobs:
             job = job.carrying(optimizer_state=state, self_play_state=play)
-            (result,) = self.executor.run(theta, [job], on_crash)
+            (result,) = self.start_executor().run(theta, [job], on_crash)
             results.append(result)
             state = result.optimizer_state
             play = result.self_play_state if continuous else play

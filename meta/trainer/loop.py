@@ -11,13 +11,8 @@ from rich.console import Console
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
-from meta.algorithm.ppo.train import (
-    InnerResult,
-    OptimizerState,
-    SelfPlayState,
-    is_game,
-    policy_for,
-)
+from meta.algorithm.inner import InnerResult, OptimizerState, SelfPlayState, is_game
+from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import run_state_after
 from meta.observe.progress import Progress
@@ -28,6 +23,7 @@ from meta.observe.reporter import (
     build_reporter,
     new_wandb_id,
 )
+from meta.observe.tags import CUMULATIVE_REWARD
 from meta.observe.timers import RunTimers
 from meta.run import faults
 from meta.run.checkpoints import CheckpointManager
@@ -190,7 +186,7 @@ class MetaTrainer:
             self.plan.parameters.lesson_nums(),
             time.perf_counter() - started,
         )
-        rewards = [r.stats["Environment/Cumulative Reward"] for r in results]
+        rewards = [r.stats[CUMULATIVE_REWARD] for r in results]
         with deferred_interrupt(), self.timers.scope("commit"):
             changes = self.plan.parameters.update(
                 (k + 1) / cfg.meta.steps, {BEHAVIOR_NAME: [x for x in rewards if x == x]}

@@ -1,8 +1,12 @@
-"""A meta-training run's plan: the configuration and run directory rules, validated up front."""
+"""A meta-training run's plan: the configuration and run directory rules, validated up front.
+
+It only checks: it writes nothing and starts nothing (Ray is joined or started by
+`meta.runtime.cluster.join_or_start_ray`, when the run starts).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
@@ -15,7 +19,6 @@ from meta.run.checkpoints import LATEST
 from meta.run.directory import check, check_tables, latest_weights, resume_state, run_path
 from meta.run.names import check_name
 from meta.run.records import table_columns
-from meta.runtime.cluster import Cluster, connect
 from meta.runtime.envpool import EnvPool
 
 
@@ -28,18 +31,14 @@ class Plan:
     sampler: reptile.TaskSampler
     parameters: EnvironmentParameters
     pool: EnvPool
-    cluster: Cluster | None = field(default=None)
-    """The Ray connection (runtime=ray), made before anything is written."""
 
     def close(self) -> None:
-        """Close the driver's builds and leave Ray (stopping it if this process started it)."""
+        """Close the driver's builds."""
         self.pool.close()
-        if self.cluster is not None:
-            self.cluster.close()
 
 
 def plan(cfg: Config, run_id: str) -> Plan:
-    """Validate the whole configuration and the run directory rules; write nothing."""
+    """Validate the whole configuration and the run directory rules; write or start nothing."""
     cfg.validate()
     check_name(run_id)
     sampler = reptile.TaskSampler(cfg.meta.tasks, cfg.meta.split)
@@ -55,8 +54,7 @@ def plan(cfg: Config, run_id: str) -> Plan:
         check_tables(run_path(cfg, run_id), csv_tables(extra, inner))
     if (cfg.initialize_from or cfg.resume) and cfg.env.backend == "native":
         _check_weights(cfg, run_id)
-    cluster = connect(cfg.runtime) if cfg.runtime.backend == "ray" else None
-    return Plan(cfg, run_id, sampler, parameters, pool, cluster)
+    return Plan(cfg, run_id, sampler, parameters, pool)
 
 
 def _check_weights(cfg: Config, run_id: str) -> None:

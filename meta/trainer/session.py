@@ -25,11 +25,12 @@ from meta.run.lock import RunLock, RunLocked
 from meta.run.names import run_command
 from meta.run.signals import exit_at_once, exit_code
 from meta.run.status import StatusError
+from meta.runtime.cluster import Cluster, join_or_start_ray
 from meta.trainer.inner import BuildsExhausted
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import Plan
 
-INTERRUPTED, TERMINATED, FAILED = 130, 143, 1
+INTERRUPTED, TERMINATED, FAILED, INPUT = 130, 143, 1, 2
 
 
 class Stopped(Exception):
@@ -52,22 +53,23 @@ def run(
     console: Console | None = None,
     changes: Mapping[str, tuple[Any, Any]] | None = None,
 ) -> Path:
-    """Lock the run, train it to its end, release it; raise Stopped for every early stop.
+    """Join Ray, lock the run, train it to its end, release it; Stopped for every early stop.
 
     Signals raise from the lock on, and are held while the run is released; once the run is
     complete they end the process at once, saying so (`meta.run.interrupt`).
     """
+    cluster = _join_or_start_ray(plan)
     lock = RunLock(plan.cfg.results_dir, plan.run_id)
     trainers: list[MetaTrainer] = []
     raise_on_signals()
     try:
         run_dir = _locked_run(plan, lock, trainers, config_yaml, resolved, console, changes)
     except BaseException as error:
-        _release(plan, lock, trainers)  # a signal while releasing a stopped run changes nothing
+        _release(plan, lock, trainers, cluster)  # a signal while releasing changes nothing
         if isinstance(error, Stopped):
             exit_at_once("meta-train", str(error))
         raise
-    received = _release(plan, lock, trainers)
+    received = _release(plan, lock, trainers, cluster)
     done = f"interrupted after the run completed; {run_dir} is complete"
     exit_at_once("meta-train", done)
     faults.at("after_release", trainers[0].meta_step)
@@ -111,14 +113,29 @@ def _first(trainers: list[MetaTrainer]) -> MetaTrainer | None:
     return trainers[0] if trainers else None
 
 
-def _release(plan: Plan, lock: RunLock, trainers: list[MetaTrainer]) -> list[int]:
-    """Close the trainer, the plan's builds and Ray, and the lock; the signals held meanwhile."""
+def _release(
+    plan: Plan, lock: RunLock, trainers: list[MetaTrainer], cluster: Cluster | None
+) -> list[int]:
+    """Close the trainer, the plan's builds, Ray and the lock; the signals held meanwhile."""
     with held_signals() as received:
         if trainers:
             _close_quietly(trainers[0])
         plan.close()
+        if cluster is not None:
+            cluster.close()
         lock.release()
     return received
+
+
+def _join_or_start_ray(plan: Plan) -> Cluster | None:
+    """runtime=ray: the cluster, joined or started before anything is written; else None."""
+    if plan.cfg.runtime.backend != "ray":
+        return None
+    try:
+        return join_or_start_ray(plan.cfg.runtime)
+    except RuntimeError as error:
+        plan.close()
+        raise Stopped(_first_line(error), INPUT) from error
 
 
 def _stopped(reason: str, plan: Plan, trainer: MetaTrainer | None, locked: bool = True) -> str:

@@ -10,10 +10,11 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 import envs
+from meta.algorithm.inner import InnerResult, inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.rollout import Collector
-from meta.algorithm.ppo.train import InnerResult, inner_train, policy_for, train
+from meta.algorithm.ppo.train import policy_for, train
 from meta.runtime.threads import torch_threads
 
 SMALL = PPOConfig(batch_size=256, buffer_size=1024, max_steps=4096, num_epoch=2)

@@ -62,7 +62,7 @@ def test_a_killed_actor_is_replaced_and_its_job_retried_from_theta(
     trainer = MetaTrainer(plan(cfg, "killed"), "{}", {})
     try:
         trainer.meta_step_once(0)
-        executor = trainer.inner.executor
+        executor = trainer.inner.start_executor()
         before = executor.pids()  # type: ignore[attr-defined]
         os.kill(before[1], signal.SIGKILL)
         with caplog.at_level("WARNING"):
@@ -89,7 +89,7 @@ def test_actors_lost_beyond_max_restarts_stop_the_run_before_the_meta_step_commi
     trainer = MetaTrainer(plan(cfg, "lost"), "{}", {})
     try:
         trainer.meta_step_once(0)
-        os.kill(trainer.inner.executor.pids()[0], signal.SIGKILL)  # type: ignore[attr-defined]
+        os.kill(trainer.inner.start_executor().pids()[0], signal.SIGKILL)  # type: ignore[attr-defined]
         with pytest.raises(RuntimeError, match="max_restarts"):
             trainer.meta_step_once(1)
         assert trainer.meta_step == 1 and trainer.checkpoints.committed == 1

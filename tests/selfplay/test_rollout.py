@@ -10,16 +10,16 @@ import torch
 import envs
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import Ghost
 from meta.algorithm.selfplay.rollout import TeamCollector
-from meta.algorithm.selfplay.trainer import weights_of
 
 
 def collector(cfg: SelfPlayConfig, **params: float) -> TeamCollector:
     env = envs.make("Sumo", num_areas=8, seed=4, **params)
     policy = policy_for(env, NetworkConfig(hidden_units=16), seed=0)
-    ghost = Ghost.start(cfg, weights_of(policy), elo=1200.0, seed=1)
+    ghost = Ghost.start(cfg, cpu_weights(policy), elo=1200.0, seed=1)
     opponent = copy.deepcopy(policy)
     return TeamCollector(env, policy, opponent, ghost, torch.Generator().manual_seed(2), 64)
 

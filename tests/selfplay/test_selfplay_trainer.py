@@ -15,8 +15,9 @@ from mlagents_envs.base_env import BehaviorSpec, ObservationSpec
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import envs
+from meta.algorithm.inner import inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import inner_train, policy_for
+from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.checks import check_specs
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.match import RANDOM, play_match

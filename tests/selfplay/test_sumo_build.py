@@ -19,8 +19,9 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 import envs
 from envs.backend.unity_env import resolve_build
 from envs.tasks.teams import TEAM_BEHAVIORS
+from meta.algorithm.inner import inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import inner_train, policy_for
+from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.config import Config
 from meta.trainer import train

@@ -18,7 +18,7 @@ from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob
 
 ADAM_EPS = 1e-7
-"""Adam's epsilon in ML-Agents' PPO (torch's default is 1e-8)."""
+"""Adam's epsilon here; ML-Agents 1.1.0 keeps torch's default, 1e-8 (docs/mlagents-fidelity.md)."""
 
 
 class Minibatch(NamedTuple):

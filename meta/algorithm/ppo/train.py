@@ -1,14 +1,15 @@
-"""Inner PPO with ML-Agents semantics: one training from given weights as a function."""
+"""Inner PPO with ML-Agents semantics: one training of a policy, and the update loop it runs.
+
+`run_updates` (collect a buffer, update, repeat) and `summary` serve the ghost trainer too.
+"""
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -22,39 +23,13 @@ from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.policy import Policy, make_policy
 from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Rollout, Timers
 from meta.algorithm.ppo.update import ppo_update
-from meta.algorithm.selfplay.ghost import SelfPlayState
+from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
 from meta.runtime.threads import torch_threads
 
-__all__ = [
-    "SUCCESS_STAT",
-    "Hyper",
-    "InnerResult",
-    "OptimizerState",
-    "SelfPlayState",
-    "cpu_weights",
-    "inner_train",
-    "policy_for",
-    "train",
-]
+__all__ = ["Collecting", "Hyper", "Schedule", "policy_for", "run_updates", "summary", "train"]
 
-SUCCESS_STAT = "Environment/Success"
-OptimizerState = dict[str, Any]
-"""An optimizer's state_dict (Adam's moments and step counts), on the CPU."""
 Schedule = Callable[[int], Hyper]
 """The learning rate, beta and epsilon after a number of agent-steps of the training."""
-
-
-@dataclass
-class InnerResult:
-    """What one inner training produced."""
-
-    weights: dict[str, torch.Tensor]
-    stats: dict[str, float]
-    updates: list[dict[str, float]] = field(default_factory=list)
-    optimizer_state: OptimizerState | None = None
-    """Adam's state after the training, to continue it in the next one."""
-    self_play_state: SelfPlayState | None = None
-    """The run's ELO after the training and, for a game, the ghost to continue it with."""
 
 
 def train(
@@ -96,7 +71,7 @@ def train(
         collector, policy, optimizer, cfg, schedule, generator, timers, on_update
     )
     success = _success(stats_channel)
-    return _summary(history, collector.episodes, success, steps, time.perf_counter() - start)
+    return summary(history, collector.episodes, success, steps, time.perf_counter() - start)
 
 
 class Collecting(Protocol):
@@ -161,97 +136,6 @@ def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, in
     return (ThreadPoolExecutor(1) if torch.get_num_threads() >= 2 else None), 1
 
 
-def inner_train(
-    env: AgentEnvironment,
-    weights: dict[str, torch.Tensor],
-    network: NetworkConfig,
-    cfg: PPOConfig,
-    *,
-    seed: int,
-    hyper: Hyper | None = None,
-    stats_channel: StatsSideChannel | None = None,
-    timers: Timers | None = None,
-    device: str = "cpu",
-    optimizer_state: OptimizerState | None = None,
-    schedule: Schedule | None = None,
-    self_play_state: SelfPlayState | None = None,
-) -> InnerResult:
-    """One inner training from `weights`; returns the trained weights, statistics and optimizer.
-
-    `optimizer_state` continues the optimizer of an earlier training (None: a fresh one); it
-    is copied, never changed. `schedule` as in `train`. A game of teams trains with the ghost
-    trainer (cfg.self_play): `self_play_state` gives the run's ELO and, to continue one, the
-    ghost; other tasks pass it through unchanged.
-    """
-    policy = policy_for(env, network).to(device)
-    policy.load_state_dict(weights)
-    optimizer = make_optimizer(policy, (hyper or Hyper.of(cfg)).learning_rate, cfg.optimizer)
-    if optimizer_state is not None:
-        # load_state_dict keeps tensors already on the right device: copy, as Adam steps in place
-        optimizer.load_state_dict(copy.deepcopy(optimizer_state))
-    if is_game(env, cfg):
-        from meta.algorithm.selfplay.trainer import game_train
-
-        trained, game_stats, game_updates, state = game_train(
-            env,
-            policy,
-            cfg,
-            optimizer,
-            seed=seed,
-            hyper=hyper,
-            timers=timers,
-            stats_channel=stats_channel,
-            schedule=schedule,
-            self_play_state=self_play_state,
-        )
-        optimizer_out = optimizer_cpu_state(optimizer)
-        return InnerResult(trained, game_stats, game_updates, optimizer_out, state)
-    updates: list[dict[str, float]] = []
-    stats = train(
-        env,
-        policy,
-        cfg,
-        seed=seed,
-        hyper=hyper,
-        stats_channel=stats_channel,
-        timers=timers,
-        on_update=lambda _, update: updates.append(update),
-        optimizer=optimizer,
-        schedule=schedule,
-    )
-    return InnerResult(
-        cpu_weights(policy), stats, updates, optimizer_cpu_state(optimizer), self_play_state
-    )
-
-
-def is_game(env: AgentEnvironment, cfg: PPOConfig) -> bool:
-    """Whether the env is a game of teams; ValueError if it is one and self_play is not set."""
-    from envs.tasks.teams import team_of
-
-    teams = [name for name in env.behavior_specs if team_of(name) is not None]
-    if teams and cfg.self_play is None:
-        raise ValueError(
-            f"behaviors {', '.join(teams)} have team ids but ppo.self_play is not set: "
-            "a game of teams trains with self-play (add ppo.self_play, e.g. ppo=selfplay)"
-        )
-    return bool(teams)
-
-
-def optimizer_cpu_state(optimizer: torch.optim.Optimizer) -> OptimizerState:
-    """A CPU copy of the optimizer's state_dict (what a checkpoint stores)."""
-    state = copy.deepcopy(optimizer.state_dict())
-    for slots in state["state"].values():
-        for name, value in slots.items():
-            if isinstance(value, torch.Tensor):
-                slots[name] = value.detach().to("cpu")
-    return state
-
-
-def cpu_weights(policy: Policy) -> dict[str, torch.Tensor]:
-    """A detached CPU copy of the policy's state_dict."""
-    return {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
-
-
 def policy_for(env: AgentEnvironment, network: NetworkConfig, seed: int = 0) -> Policy:
     """A fresh policy sized for the env's (single) behavior."""
     spec = next(iter(env.behavior_specs.values()))
@@ -264,24 +148,24 @@ def _success(stats_channel: StatsSideChannel | None) -> float:
     """Mean of the success stat the env reported since the training began (NaN if none)."""
     if stats_channel is None:
         return float("nan")
-    values = [v for v, _ in stats_channel.get_and_reset_stats().get(SUCCESS_STAT, [])]
+    values = [v for v, _ in stats_channel.get_and_reset_stats().get(SUCCESS, [])]
     return float(np.mean(values)) if values else float("nan")
 
 
-def _summary(
+def summary(
     history: list[dict[str, float]], episodes: EpisodeLog, success: float, steps: int, wall: float
 ) -> dict[str, float]:
     """Mean update statistics, episode returns and lengths, counts, wall time and success."""
     stats = {key: float(np.mean([h[key] for h in history])) for key in history[0]}
     stats.update(
         {
-            "Environment/Cumulative Reward": _mean(episodes.returns),
-            "Environment/Episode Length": _mean(episodes.lengths),
+            CUMULATIVE_REWARD: _mean(episodes.returns),
+            EPISODE_LENGTH: _mean(episodes.lengths),
             "episodes": float(len(episodes.returns)),
             "steps": float(steps),
             "updates": float(len(history)),
             "wall_time_s": wall,
-            SUCCESS_STAT: success,
+            SUCCESS: success,
         }
     )
     return stats

@@ -13,6 +13,17 @@ from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import Minibatch, gradient_step
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import Rollout
+from meta.observe.tags import (
+    APPROX_KL,
+    BETA,
+    CLIP_FRACTION,
+    ENTROPY,
+    EPSILON,
+    EXPLAINED_VARIANCE,
+    LEARNING_RATE,
+    POLICY_LOSS,
+    VALUE_LOSS,
+)
 
 
 def compute_gae(
@@ -71,15 +82,15 @@ def ppo_update(
         count += 1
     policy_loss, value_loss, entropy, approx_kl, clip_fraction = sums / count
     return {
-        "Losses/Policy Loss": policy_loss,
-        "Losses/Value Loss": value_loss,
-        "Policy/Entropy": entropy,
-        "Policy/Learning Rate": hyper.learning_rate,
-        "Policy/Beta": hyper.beta,
-        "Policy/Epsilon": hyper.epsilon,
-        "Policy/Approx KL": approx_kl,
-        "Policy/Clip Fraction": clip_fraction,
-        "Policy/Explained Variance": explained_variance(rollout.values, returns),
+        POLICY_LOSS: policy_loss,
+        VALUE_LOSS: value_loss,
+        ENTROPY: entropy,
+        LEARNING_RATE: hyper.learning_rate,
+        BETA: hyper.beta,
+        EPSILON: hyper.epsilon,
+        APPROX_KL: approx_kl,
+        CLIP_FRACTION: clip_fraction,
+        EXPLAINED_VARIANCE: explained_variance(rollout.values, returns),
     }
 
 

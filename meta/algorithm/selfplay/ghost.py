@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from meta.algorithm.ppo.weights import cpu_copy
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.elo import compute_elo_rating_change
 
@@ -30,10 +31,6 @@ LATEST = -1
 """current_opponent when the opponent plays the latest weights (ML-Agents' "current")."""
 COUNTERS = ("snapshot_counter", "current_opponent", "learning_team", "step", "ghost_step")
 LAST = ("last_save", "last_swap", "last_team_change")
-
-
-def _copy(weights: Weights) -> Weights:
-    return {k: v.detach().to("cpu", copy=True) for k, v in weights.items()}
 
 
 @dataclass
@@ -61,7 +58,7 @@ class Ghost:
     def start(cls, cfg: SelfPlayConfig, weights: Weights, elo: float, seed: int) -> Ghost:
         """A ghost whose first snapshot (and first opponent) is `weights`, rated `elo`."""
         generator = torch.Generator().manual_seed(seed)
-        ghost = cls(cfg, _copy(weights), generator, policy_elos=[float(elo)] * (cfg.window + 1))
+        ghost = cls(cfg, cpu_copy(weights), generator, policy_elos=[float(elo)] * (cfg.window + 1))
         ghost.save_snapshot()
         ghost.opponent = ghost.snapshots[0]
         return ghost
@@ -78,7 +75,7 @@ class Ghost:
 
     def publish(self, weights: Weights) -> None:
         """The learning policy changed (after an update): its new weights are the latest."""
-        self.current_snapshot = _copy(weights)
+        self.current_snapshot = cpu_copy(weights)
 
     def record_games(self, results: Iterable[float]) -> None:
         """Ratings after the learning team's finished games (1 win, 0.5 draw, 0 loss), in order."""
@@ -140,12 +137,12 @@ class Ghost:
         """The ghost a state_dict describes (copies: the state is never changed)."""
         generator = torch.Generator()
         generator.set_state(state["generator"].clone())
-        snapshots = [_copy(s) for s in state["snapshots"]]
-        current = _copy(state["current_snapshot"])
+        snapshots = [cpu_copy(s) for s in state["snapshots"]]
+        current = cpu_copy(state["current_snapshot"])
         ghost = cls(cfg, current, generator, snapshots, [float(e) for e in state["policy_elos"]])
         for name in COUNTERS + LAST:
             setattr(ghost, name, int(state[name]))
-        ghost.opponent = _copy(state["opponent"])
+        ghost.opponent = cpu_copy(state["opponent"])
         return ghost
 
 

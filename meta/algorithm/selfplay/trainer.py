@@ -15,20 +15,13 @@ from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import NullTimers, Timers
+from meta.algorithm.ppo.train import Schedule, run_updates, summary
+from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.selfplay.ghost import Ghost, SelfPlayState
 from meta.algorithm.selfplay.rollout import TeamCollector
+from meta.observe.tags import ELO, WIN_RATE
 
-ELO_STAT = "Self-play/ELO"
-"""ML-Agents' name of the learning policy's rating."""
-WIN_RATE_STAT = "Self-play/Win Rate"
-"""Fraction of the learning team's finished games that it won."""
 GHOST_SEED = 0x6057
-Schedule = Callable[[int], Hyper]
-
-
-def weights_of(policy: Policy) -> dict[str, torch.Tensor]:
-    """A detached CPU copy of the policy's state_dict."""
-    return {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
 
 
 def ghost_for(cfg: PPOConfig, policy: Policy, state: SelfPlayState | None, seed: int) -> Ghost:
@@ -39,7 +32,7 @@ def ghost_for(cfg: PPOConfig, policy: Policy, state: SelfPlayState | None, seed:
         return Ghost.from_state_dict(self_play, state["ghost"])
     elo = self_play.initial_elo if state is None else float(state["elo"])
     seed_seq = np.random.SeedSequence([seed, GHOST_SEED]).generate_state(1)[0]
-    return Ghost.start(self_play, weights_of(policy), elo, int(seed_seq))
+    return Ghost.start(self_play, cpu_weights(policy), elo, int(seed_seq))
 
 
 def ghost_train(
@@ -61,8 +54,6 @@ def ghost_train(
     the collector (its episodes and game results), the state to continue from and the
     learning team's agent-steps.
     """
-    from meta.algorithm.ppo.train import run_updates
-
     timers = timers or NullTimers()
     generator = torch.Generator().manual_seed(seed)
     ghost = ghost_for(cfg, policy, state, seed)
@@ -70,7 +61,7 @@ def ghost_train(
     collector = TeamCollector(env, policy, opponent, ghost, generator, cfg.time_horizon, timers)
 
     def updated(k: int, update: dict[str, float]) -> None:
-        ghost.publish(weights_of(policy))
+        ghost.publish(cpu_weights(policy))
         if on_update is not None:
             on_update(k, update)
 
@@ -84,7 +75,7 @@ def game_stats(collector: TeamCollector, elo: float) -> dict[str, float]:
     """The learning policy's ELO and its team's win rate over the games it finished."""
     results = np.asarray(collector.results, np.float64)
     wins = float((results == 1.0).mean()) if len(results) else float("nan")
-    return {ELO_STAT: elo, WIN_RATE_STAT: wins, "games": float(len(results))}
+    return {ELO: elo, WIN_RATE: wins, "games": float(len(results))}
 
 
 def game_train(
@@ -101,8 +92,6 @@ def game_train(
     self_play_state: SelfPlayState | None = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, float], list[dict[str, float]], SelfPlayState]:
     """inner_train for a game: trained weights, statistics, updates and the self-play state."""
-    from meta.algorithm.ppo.train import _summary
-
     cfg.validate()
     start_hyper = hyper or Hyper.of(cfg)
     if start_hyper.learning_rate <= 0:
@@ -125,8 +114,8 @@ def game_train(
     if stats_channel is not None:
         stats_channel.get_and_reset_stats()  # the games are counted from the learning team's view
     games = game_stats(collector, state["elo"])
-    stats = _summary(
-        history, collector.episodes, games[WIN_RATE_STAT], steps, time.perf_counter() - started
+    stats = summary(
+        history, collector.episodes, games[WIN_RATE], steps, time.perf_counter() - started
     )
     stats.update(games)
-    return weights_of(policy), stats, updates, state
+    return cpu_weights(policy), stats, updates, state

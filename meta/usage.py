@@ -1,0 +1,78 @@
+"""The command line's help for people: each program's help screen, and "did you mean" hints."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+EVAL_HELP = "hydra/help=eval"
+"""meta-train and meta-eval share conf/config.yaml; this selects meta-eval's help screen."""
+HELP_FLAGS = ("--help", "-h")
+_KEY = re.compile(r"Could not (?:override|append to config\. An item is already at) '([^']+)'")
+_GROUP = re.compile(r"Could not find '([^']+)/([^'/]+)'")
+
+
+def eval_argv(argv: list[str]) -> list[str]:
+    """meta-eval's arguments, with its own help screen selected when help is asked for."""
+    return [*argv, EVAL_HELP] if any(arg in HELP_FLAGS for arg in argv) else argv
+
+
+def did_you_mean(error: BaseException, config_dir: str) -> str:
+    """ "; did you mean <key>?" for an unknown key or group option in a Hydra error, else ""."""
+    text = f"{error} {error.__cause__ or ''}"
+    if match := _KEY.search(text):
+        nearest = nearest_key(match.group(1).lstrip("+~"), valid_keys(config_dir))
+        return f"; did you mean {nearest}?" if nearest else ""
+    if match := _GROUP.search(text):
+        group, option = match.groups()
+        nearest = _closest(option, _options(config_dir, group))
+        return f"; did you mean {group}={nearest}?" if nearest else ""
+    return ""
+
+
+def nearest_key(given: str, keys: list[str]) -> str | None:
+    """The valid key closest to `given`: by its last part within its section, else anywhere."""
+    parent, _, leaf = given.rpartition(".")
+    siblings = [k for k in keys if k.rpartition(".")[0] == parent]
+    for pool in (siblings, keys):
+        by_leaf = {k.rpartition(".")[2]: k for k in reversed(pool)}
+        best = _closest(leaf, list(by_leaf))
+        if best is not None:
+            return by_leaf[best]
+    return _closest(given, keys)
+
+
+def valid_keys(config_dir: str) -> list[str]:
+    """Every key of the default configuration, dotted (`meta.steps`), sections included."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+        cfg = compose(config_name="config")
+    return _flatten(cfg, "")
+
+
+def _flatten(node: Any, prefix: str) -> list[str]:
+    keys: list[str] = []
+    if isinstance(node, DictConfig):
+        for key in node:
+            dotted = f"{prefix}{key}"
+            keys.append(dotted)
+            child = node._get_node(key)
+            if isinstance(child, DictConfig) and not OmegaConf.is_missing(node, str(key)):
+                keys.extend(_flatten(child, f"{dotted}."))
+    return keys
+
+
+def _options(config_dir: str, group: str) -> list[str]:
+    """The options of a config group (its yaml files)."""
+    from pathlib import Path
+
+    return sorted(p.stem for p in (Path(config_dir) / group).glob("*.yaml"))
+
+
+def _closest(word: str, candidates: list[str]) -> str | None:
+    matches = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return matches[0] if matches else None

@@ -1,0 +1,80 @@
+"""The help screens of meta-train and meta-eval, and the one-line "did you mean" of a typo."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from meta.cli import CONFIG_DIR, precheck, register_configs
+from meta.usage import eval_argv, nearest_key, valid_keys
+
+
+def _help(program: str, *args: str) -> str:
+    script = f"import sys; from meta.cli import {program}; sys.argv[0] = 'x'; {program}()"
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.integration
+def test_meta_train_help_says_what_it_does_lists_groups_keys_and_the_manual() -> None:
+    text = _help("train_main", "--help")
+    assert text.startswith("meta-train: meta-learn one policy")
+    assert "meta: joint, reptile, single" in text and "runtime: local, ray" in text
+    for shown in ("meta.steps=100", "ppo.learning_rate=0.0003", "env.num_areas=64", "--verbose"):
+        assert shown in text, shown
+    assert "docs/reference/configuration.md" in text and "powered by Hydra" not in text
+    assert "meta.steps=7," in _help("train_main", "meta.steps=7", "--help")  # the values in force
+
+
+@pytest.mark.integration
+def test_meta_eval_has_its_own_help() -> None:
+    text = _help("eval_main", "--help")
+    assert text.startswith("meta-eval: does a meta-learned start adapt faster?")
+    assert "eval.seeds=5" in text and "eval.budgets=[0, 1, 2, 5, 10, 20]" in text
+    assert "--verbose" in text and "meta-train [--verbose]" not in text
+
+
+@pytest.mark.parametrize(
+    ("override", "hint"),
+    [
+        ("meta.stpes=3", "did you mean meta.steps?"),
+        ("stepz=3", "did you mean meta.steps?"),
+        ("ppo.learnin_rate=1e-3", "did you mean ppo.learning_rate?"),
+        ("env.num_area=3", "did you mean env.num_areas?"),
+        ("meta=reptil", "did you mean meta=reptile?"),
+    ],
+)
+def test_a_misspelled_key_gets_one_line_naming_the_nearest(
+    override: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    register_configs()
+    with pytest.raises(SystemExit) as exited:
+        precheck("meta-train", [override])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("meta-train: error: ")
+    assert err.rstrip().endswith(hint), err
+
+
+def test_no_suggestion_when_nothing_is_near(capsys: pytest.CaptureFixture[str]) -> None:
+    register_configs()
+    with pytest.raises(SystemExit):
+        precheck("meta-train", ["qqqqqqqq=1"])
+    assert "did you mean" not in capsys.readouterr().err
+
+
+def test_nearest_key_prefers_the_same_section() -> None:
+    keys = valid_keys(CONFIG_DIR)
+    assert {"meta.steps", "ppo.max_steps", "eval.seeds", "runtime.num_actors"} <= set(keys)
+    assert nearest_key("ppo.max_step", keys) == "ppo.max_steps"
+    assert nearest_key("meta.step", keys) == "meta.steps"
+
+
+def test_meta_eval_selects_its_help_only_with_help() -> None:
+    assert eval_argv(["run_id=r"]) == ["run_id=r"]
+    assert eval_argv(["--help"]) == ["--help", "hydra/help=eval"]
