@@ -75,7 +75,7 @@ def run_id_of(cfg: DictConfig) -> str:
     return re.sub(r"[^A-Za-z0-9_.,=+-]", "-", name)
 
 
-def _train(cfg: DictConfig) -> None:
+def _train(cfg: DictConfig) -> float | None:
     from meta.observe.console import log_to, run_console
     from meta.run.interrupt import install_sigterm
     from meta.trainer import plan, session
@@ -101,6 +101,9 @@ def _train(cfg: DictConfig) -> None:
         f"meta-train: done. Results in {run_dir} (final weights {run_dir / 'Brain.pt'}; "
         f"meta-steps in {run_dir / 'meta_steps.csv'}; tensorboard --logdir {run_dir})"
     )
+    from meta.evaluation.objective import measure_objective
+
+    return measure_objective(config, run_dir)  # what a search (hparams_search) optimises
 
 
 def _in_force(cfg: DictConfig, run_id: str) -> tuple[DictConfig, dict[str, tuple[Any, Any]]]:
