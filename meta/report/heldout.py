@@ -1,7 +1,8 @@
 """Held-out results of a setting, from what meta-eval wrote: success at budgets, steps-to-80.
 
 meta-eval writes `adaptation.csv` (one row per measurement) into `<run>/eval/` for one run and
-into `<results_dir>/eval_<id>+<id>...` for several evaluated together. A setting's held-out
+into `<results_dir>/eval_<id>+<id>...` for several evaluated together (experiments/study.py:
+`<name>_eval` for its runs `<name>_seed<k>`). A setting's held-out
 result is its own method's measurements on the `test` split, families pooled, summarised with
 meta-eval's statistics (IQM, hierarchical bootstrap over meta-training seeds): from the folder
 that evaluated exactly the setting's runs together, else from every run's own folder.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -36,15 +38,43 @@ class HeldOut:
 def eval_folders(runs: Sequence[Run]) -> list[Path]:
     """Where meta-eval evaluated these runs: one folder for all of them, or one per run."""
     ids = {r.path.name for r in runs}
-    parent = runs[0].path.parent
-    prefix = f"{EVAL_DIR}_"
-    if len(runs) > 1 and parent.is_dir():
-        for folder in sorted(parent.glob(prefix + "*")):
-            named = set(folder.name.removeprefix(prefix).split("+"))
-            if named == ids and (folder / ADAPTATION_FILE).is_file():
-                return [folder]
+    together = [f for f in _beside(runs[0].path) if _covers(f, runs[0].path) == ids]
+    if len(runs) > 1 and together:
+        return together[:1]
     own = [r.path / EVAL_DIR for r in runs]
     return own if all((f / ADAPTATION_FILE).is_file() for f in own) else []
+
+
+def evaluated_in(run_dir: Path) -> Path | None:
+    """Where meta-eval's results for one run are: its own folder, else one naming it."""
+    own = run_dir / EVAL_DIR
+    if (own / ADAPTATION_FILE).is_file():
+        return own
+    return next((f for f in _beside(run_dir) if run_dir.name in _covers(f, run_dir)), None)
+
+
+def _beside(run_dir: Path) -> list[Path]:
+    """Folders beside a run that meta-eval may have written for several runs."""
+    parent = run_dir.parent
+    if not parent.is_dir():
+        return []
+    return sorted(f for f in parent.iterdir() if (f / ADAPTATION_FILE).is_file())
+
+
+def _covers(folder: Path, run_dir: Path) -> set[str]:
+    """The runs a folder beside `run_dir` evaluated, as its name says.
+
+    meta-eval names the folder of several runs `eval_<id>+<id>...`; experiments/study.py puts
+    the runs `<name>_seed<k>` together in `<name>_eval`.
+    """
+    prefix = f"{EVAL_DIR}_"
+    if folder.name.startswith(prefix):
+        return set(folder.name.removeprefix(prefix).split("+"))
+    study = re.fullmatch(r"(.+)_seed\d+", run_dir.name)
+    if study and folder.name == f"{study.group(1)}_{EVAL_DIR}":
+        pattern = re.compile(re.escape(study.group(1)) + r"_seed\d+")
+        return {p.name for p in folder.parent.iterdir() if pattern.fullmatch(p.name)}
+    return set()
 
 
 def read_measurements(path: Path) -> list[Measurement]:
