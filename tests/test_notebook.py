@@ -9,6 +9,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from conftest import TINY_EVAL
 
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan
@@ -17,15 +18,6 @@ from meta.trainer import train
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 META_STEPS, SWEEP = NOTEBOOKS / "meta_steps.ipynb", NOTEBOOKS / "sweep.ipynb"
-TINY_EVAL = [
-    "eval.budgets=[0,1]",
-    "eval.seeds=2",
-    "eval.tasks_per_family=1",
-    "eval.splits=[test]",
-    "eval.buffer_size=128",
-    "eval.eval_episodes=4",
-    "eval.bootstrap_samples=100",
-]
 
 
 def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:

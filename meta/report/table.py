@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from meta.report.heldout import HeldOut, held_out
+from meta.report.runs import Run
 from meta.report.settings import Estimate, Setting, final, pooled
 
 NOT_REACHED = "not reached"
@@ -52,15 +53,13 @@ def summarise(settings: Sequence[Setting], options: Options) -> list[Row]:
     rows = []
     for setting in settings:
         runs = setting.runs
-
-        def over_seeds(column: str, runs: Sequence = runs) -> Estimate:
-            return pooled([final(r, column, options.last) for r in runs], options.samples)
-
+        reward, success = (
+            pooled([final(r, column, options.last) for r in runs], options.samples)
+            for column in ("mean_reward", "success_rate")
+        )
         objective = pooled([r.objective for r in runs], options.samples)
         held = held_out(runs, setting.algorithm, options.budgets, options.samples)
-        rows.append(
-            Row(setting, over_seeds("mean_reward"), over_seeds("success_rate"), objective, held)
-        )
+        rows.append(Row(setting, reward, success, objective, held))
     return rows
 
 
@@ -98,8 +97,8 @@ def numbers(row: Row, budgets: Sequence[int], keys: Sequence[str]) -> dict[str, 
     return out
 
 
-def _last(run: object, column: str) -> float:
-    values = run.steps[column]  # type: ignore[attr-defined]
+def _last(run: Run, column: str) -> float:
+    values = run.steps[column]
     return float(values[-1]) if len(values) else 0.0
 
 

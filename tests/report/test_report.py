@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY, compose_config
+from conftest import TINY, TINY_EVAL, compose_config
 
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan
@@ -27,15 +27,6 @@ from meta.trainer import train
 ONE_FAMILY = "meta.tasks=[{name: FindTarget}]"
 SHORT = [ONE_FAMILY, "meta.steps=3", "env.num_areas=4"]
 """4 areas: each inner training ends episodes (with 16, a tiny run ends none)."""
-TINY_EVAL = [
-    "eval.budgets=[0,1]",
-    "eval.seeds=2",
-    "eval.tasks_per_family=1",
-    "eval.splits=[test]",
-    "eval.buffer_size=128",
-    "eval.eval_episodes=4",
-    "eval.bootstrap_samples=100",
-]
 
 
 def digest(folder: Path) -> dict[str, str]:
