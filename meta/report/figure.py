@@ -56,7 +56,7 @@ def plot(settings: Sequence[Setting], path: Path, samples: int = 500) -> None:
 
     longest = max((r.done for s in settings for r in s.runs), default=0)
     window = max(1, longest // 20)
-    fig = Figure(figsize=(12, 4), layout="constrained")
+    fig = Figure(figsize=(12, 4 + 0.25 * len(settings)), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(PANELS))
     for ax, (column, title) in zip(axes, PANELS.items(), strict=True):
@@ -66,7 +66,8 @@ def plot(settings: Sequence[Setting], path: Path, samples: int = 500) -> None:
             ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_title(f"{title} (trailing mean of {window}; IQM over seeds, 95% band)")
         ax.set_xlabel("meta-step")
-    axes[0].legend(fontsize="small")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize="small")
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     atomic_write_bytes(path, buffer.getvalue())
