@@ -6,8 +6,8 @@ launcher, `--jobs` at a time; then `meta-report` on each. Prints each wall time 
 average before and after it (`os.getloadavg`, what `uptime` shows), and checks that the two
 sweeps' meta_steps.csv agree but for wall times. It prints figures and asserts nothing.
 
-    python experiments/sweep_bench.py                        # ~5 min on 2 cores
-    python experiments/sweep_bench.py --steps 4 experiment=tiny   # a quick look
+    python experiments/sweep_bench.py             # 100 meta-steps of experiment=hidden_goal a run
+    python experiments/sweep_bench.py --steps 4 meta.meta_batch_size=2   # a quick look
 """
 
 from __future__ import annotations
