@@ -99,7 +99,7 @@ def _legacy_run_id(algorithm: str, override_dirname: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.,=+-]", "-", name)
 
 
-def _train(cfg: DictConfig) -> None:
+def _train(cfg: DictConfig) -> float | None:
     from meta.launch import BEFORE_START
     from meta.observe.console import log_to, run_console
     from meta.trainer import plan, session
@@ -127,6 +127,9 @@ def _train(cfg: DictConfig) -> None:
         f"{command('tensorboard', '--logdir', str(run_dir))}. Evaluate it with: "
         f"{run_command('meta-eval', run_id, str(cfg.results_dir))}"
     )
+    from meta.evaluation.objective import measure_objective
+
+    return measure_objective(config, run_dir)  # what a search (hparams_search) optimises
 
 
 def _in_force(cfg: DictConfig, run_id: str) -> tuple[DictConfig, dict[str, tuple[Any, Any]]]:

@@ -9,6 +9,7 @@ from typing import Any
 from envs.constants import SPLITS
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, positive
 from meta.evaluation.config import EvalConfig
+from meta.evaluation.metric import check_objective
 
 ALGORITHMS = ("reptile", "joint", "single")
 INNER_OPTIMIZERS = ("fresh", "carry")
@@ -245,6 +246,9 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     environment_parameters: dict[str, Any] = field(default_factory=dict)
     """ML-Agents `environment_parameters`: constants, samplers and curricula."""
+    optimized_metric: str | None = None
+    """What the run returns to a search (`hparams_search`): measured after training on tasks
+    of the training distribution, e.g. `success_iqm@4`; null: nothing (meta.evaluation.metric)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
@@ -252,3 +256,5 @@ class Config:
             part.validate()
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
+        if self.optimized_metric:
+            check_objective(self.optimized_metric, self.eval.splits, self.eval.budgets)

@@ -17,6 +17,16 @@ from meta.cli import CONFIG_DIR, register_configs
 from meta.config import Config
 
 TINY = ["experiment=tiny", "logger=quiet"]
+TINY_EVAL = [
+    "eval.budgets=[0,1]",
+    "eval.seeds=2",
+    "eval.tasks_per_family=1",
+    "eval.splits=[test]",
+    "eval.buffer_size=128",
+    "eval.eval_episodes=4",
+    "eval.bootstrap_samples=100",
+]
+"""meta-eval in seconds: one held-out task per family, two seeds, budgets 0 and 1."""
 
 
 def compose_config(overrides: list[str]) -> Config:

@@ -77,7 +77,7 @@ def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path, meta_train: M
     assert [line.split(".")[0] for line in summaries] == [
         f"[INFO] Meta-step: {k}" for k in range(3)
     ]
-    assert all("Env steps: " in line and "Mean Reward: " in line for line in summaries)
+    assert all("Env steps: " in line and "mean_reward: " in line for line in summaries)
     assert any(line.startswith("[INFO] Parameter arena_size moved to lesson 1") for line in lines)
     assert all(line.startswith("[") for line in lines[:-1]), lines
     assert lines[-1].startswith("meta-train: done. Results in ")

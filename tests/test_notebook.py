@@ -1,28 +1,23 @@
-"""notebooks/meta_steps.ipynb runs top to bottom on a tiny run, and is committed clean."""
+"""The notebooks run top to bottom under papermill, from the root and from notebooks/, and are
+committed clean."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from conftest import TINY_EVAL
 
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan
+from meta.report.cli import main as meta_report
 from meta.trainer import train
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "meta_steps.ipynb"
-TINY_EVAL = [
-    "eval.budgets=[0,1]",
-    "eval.seeds=2",
-    "eval.tasks_per_family=1",
-    "eval.splits=[test]",
-    "eval.buffer_size=128",
-    "eval.eval_episodes=4",
-    "eval.bootstrap_samples=100",
-]
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+META_STEPS, SWEEP = NOTEBOOKS / "meta_steps.ipynb", NOTEBOOKS / "sweep.ipynb"
 
 
 def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -40,15 +35,50 @@ def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return "python3"
 
 
-def test_committed_without_outputs() -> None:
-    nb = nbformat.read(NOTEBOOK, as_version=4)
+def run(
+    notebook: Path,
+    parameters: dict[str, Any],
+    cwd: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> nbformat.NotebookNode:
+    """Execute `notebook` with papermill in `cwd`, parameters injected; the executed notebook."""
+    import papermill
+
+    cwd.mkdir(exist_ok=True)
+    out = tmp_path / f"executed-{notebook.name}"
+    papermill.execute_notebook(
+        str(notebook),
+        str(out),
+        parameters=parameters,
+        kernel_name=kernel(tmp_path, monkeypatch),
+        cwd=str(cwd),
+        progress_bar=False,
+    )
+    return nbformat.read(out, as_version=4)
+
+
+def text_of(nb: nbformat.NotebookNode) -> str:
+    """Everything the code cells printed."""
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def images_of(nb: nbformat.NotebookNode) -> int:
+    """How many figures the cells drew."""
+    return sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+@pytest.mark.parametrize("notebook", [META_STEPS, SWEEP])
+def test_committed_without_outputs(notebook: Path) -> None:
+    nb = nbformat.read(notebook, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code)
     assert "parameters" in code[0].metadata.get("tags", [])
+    assert '"results' in code[0].source  # the defaults are relative to the repository root
 
 
-@pytest.mark.integration  # nbclient starts a kernel process
+@pytest.mark.integration  # papermill starts a kernel process
 @pytest.mark.parametrize("folder", ["notebooks", "."])
 def test_runs_on_a_tiny_run_with_a_curriculum_and_an_evaluation(
     tiny_config: Callable[..., Config],
@@ -60,46 +90,55 @@ def test_runs_on_a_tiny_run_with_a_curriculum_and_an_evaluation(
     # own folder and from the root with the same relative run_dir
     train(tiny_config("environment_parameters=arena_curriculum"), "nb")
     evaluate(plan(tiny_config("run_id=nb", *TINY_EVAL), "nb"))
-    cwd = tmp_path / folder
-    cwd.mkdir(exist_ok=True)
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    parameters = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    assert 'run_dir = "results/' in parameters.source  # the default is relative to the root
-    parameters.source = 'run_dir = "results/nb"\neval_dir = None'
-    client = NotebookClient(
-        nb,
-        timeout=120,
-        kernel_name=kernel(tmp_path, monkeypatch),
-        resources={"metadata": {"path": str(cwd)}},
-    )
-    client.execute()
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    images = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+    nb = run(META_STEPS, {"run_dir": "results/nb"}, tmp_path / folder, tmp_path, monkeypatch)
+    text = text_of(nb)
     assert "no curriculum in this run" not in text and "'arena_size'" in text
     assert "measurements" in text and "80% success" in text
-    assert images >= 6
+    assert images_of(nb) >= 6
 
 
-@pytest.mark.integration  # nbclient starts a kernel process
-def test_shows_per_seed_and_pooled_curves_of_several_runs(
+@pytest.mark.integration  # papermill starts a kernel process
+def test_finds_the_evaluation_of_several_runs_from_run_dir_alone(
     tiny_config: Callable[..., Config], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for seed in (0, 1):
         train(tiny_config("meta.steps=1", f"seed={seed}"), f"s{seed}")
-    runs = ["eval.run_ids=[s0,s1]", "eval.out_dir=${results_dir}/both"]
-    evaluate(plan(tiny_config("run_id=s0", *TINY_EVAL, *runs), "s0"))
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    parameters = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    parameters.source = 'run_dir = "results/s0"\neval_dir = "results/both"'
-    client = NotebookClient(
-        nb,
-        timeout=120,
-        kernel_name=kernel(tmp_path, monkeypatch),
-        resources={"metadata": {"path": str(tmp_path)}},
-    )
-    client.execute()
+    evaluate(plan(tiny_config("run_id=s0", *TINY_EVAL, "eval.run_ids=[s0,s1]"), "s0"))
+    assert (tmp_path / "results" / "eval_s0+s1" / "summary_per_seed.csv").is_file()
+    nb = run(META_STEPS, {"run_dir": "results/s1"}, tmp_path, tmp_path, monkeypatch)
     curves = next(
         c for c in nb.cells if c.cell_type == "code" and "summary_per_seed.csv" in c.source
     )
     text = "".join(o.get("text", "") for o in curves.outputs)
     assert "steps_to_80" in text and any("image/png" in o.get("data", {}) for o in curves.outputs)
+
+
+@pytest.mark.integration  # papermill starts a kernel process
+def test_says_where_it_looked_and_what_writes_an_evaluation(
+    tiny_config: Callable[..., Config], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    train(tiny_config("meta.steps=1"), "alone")
+    nb = run(META_STEPS, {"run_dir": "results/alone"}, tmp_path, tmp_path, monkeypatch)
+    text = text_of(nb)
+    assert "no meta-eval results in " in text and "meta-eval run_id=alone results_dir=" in text
+
+
+@pytest.mark.integration  # papermill starts a kernel process
+@pytest.mark.parametrize("folder", ["notebooks", "."])
+def test_the_sweep_notebook_reads_what_meta_report_wrote(
+    tiny_config: Callable[..., Config],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    folder: str,
+) -> None:
+    for lr in (0.1, 0.5):
+        for seed in (0, 1):
+            overrides = ("meta.steps=2", f"meta.outer_lr={lr}", f"seed={seed}")
+            train(tiny_config(*overrides), f"{lr}-{seed}")
+    meta_report([str(tmp_path / "results"), "--no-figure"])
+    parameters = {"sweep_dir": "results", "column": "mean_reward"}
+    nb = run(SWEEP, parameters, tmp_path / folder, tmp_path, monkeypatch)
+    text = text_of(nb)
+    assert "2 settings, 4 runs; they differ in ['meta.outer_lr']" in text
+    assert "meta.outer_lr=0.1" in text and "not an Optuna search" in text
+    assert images_of(nb) == 2

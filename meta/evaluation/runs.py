@@ -57,7 +57,7 @@ def run_config(run_dir: Path, results_dir: str) -> Config:
         raise RunError(f"{path} is missing: not a meta-train run directory")
     raw = OmegaConf.to_container(OmegaConf.load(path))
     assert isinstance(raw, dict)
-    for key in ("eval", "run_id"):
+    for key in ("eval", "run_id", "optimized_metric"):  # meta-eval's own, or a search's
         raw.pop(key, None)
     merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
     cfg: Config = OmegaConf.to_object(merged)  # type: ignore[assignment]

@@ -2,7 +2,8 @@
 
 The bar lives on the run's console (meta.observe.console), the same one log records print
 through, so records appear above it. It numbers a meta-step as meta_steps.csv's `meta_step`
-column does, since it reads the rows written for it; only on a terminal.
+column does, since it reads the rows written for it, and says `no episode ended` where their
+reward and success are NaN; only on a terminal.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.progress import Progress as RichProgress
+
+from meta.observe.reporter import NO_EPISODE
 
 TASK_WIDTH = 11
 """Room for a task family's name (CarryObject); longer labels are cut with an ellipsis."""
@@ -41,9 +44,11 @@ def describe(rows: Sequence[Mapping[str, Any]], digits: int) -> str:
     """The bar's text for a finished meta-step, from its meta_steps.csv rows."""
     reward = _mean(r["mean_reward"] for r in rows)
     success = _mean(r["success_rate"] for r in rows)
+    stats = f"reward {reward:6.3f} success {success:4.2f}"
+    if math.isnan(reward) and math.isnan(success):
+        stats = NO_EPISODE.ljust(len(stats))
     return (
-        f"meta-step {int(rows[0]['meta_step']):>{digits}} {task_label(rows):<{TASK_WIDTH}} "
-        f"reward {reward:6.3f} success {success:4.2f}"
+        f"meta-step {int(rows[0]['meta_step']):>{digits}} {task_label(rows):<{TASK_WIDTH}} {stats}"
     )
 
 

@@ -11,6 +11,7 @@ what it handles. TensorBoard gets each scalar twice: `tag` against the meta-step
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -49,13 +50,18 @@ META_STEP_COLUMNS = (
 )
 ENV_STEPS_PREFIX = "EnvSteps/"
 CONSOLE_LABELS = {
-    CUMULATIVE_REWARD: "Mean Reward",
-    SUCCESS_RATE: "Success Rate",
-    EPISODE_LENGTH: "Episode Length",
-    OUTER_LR: "Outer LR",
-    WEIGHT_DELTA_NORM: "Weight Delta Norm",
-    ELO: "ELO",
+    CUMULATIVE_REWARD: "mean_reward",
+    SUCCESS_RATE: "success_rate",
+    EPISODE_LENGTH: "episode_length",
+    OUTER_LR: "outer_lr",
+    WEIGHT_DELTA_NORM: "theta_delta_norm",
+    ELO: "elo",
 }
+"""The summary line's names: meta_steps.csv's columns for the same values (episode_length has
+no column; TensorBoard has it as Environment/Episode Length)."""
+NO_EPISODE = "no episode ended"
+"""Said instead of a NaN reward, success and episode length: the inner trainings ended none."""
+EPISODE_STATS = (CUMULATIVE_REWARD, SUCCESS_RATE, EPISODE_LENGTH)
 
 
 class StatsWriter(Protocol):
@@ -143,9 +149,14 @@ class ConsoleWriter(NullWriter):
             f"Env steps: {total_env_steps}",
             f"Time Elapsed: {time.monotonic() - self._start:.1f} s",
         ]
+        ended = not all(math.isnan(scalars.get(t, 0.0)) for t in EPISODE_STATS)
         parts += [
-            f"{label}: {scalars[tag]:.4g}" for tag, label in self.labels.items() if tag in scalars
+            f"{label}: {scalars[tag]:.4g}"
+            for tag, label in self.labels.items()
+            if tag in scalars and (ended or tag not in EPISODE_STATS)
         ]
+        if not ended:
+            parts.insert(3, NO_EPISODE)
         logger.info(". ".join(parts) + ".")
 
 

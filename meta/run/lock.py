@@ -151,3 +151,22 @@ def _describe(record: dict[str, object]) -> str:
         else ""
     )
     return f"pid {record.get('pid')} on host {record.get('host')}{when}"
+
+
+def live_holder(results_dir: str | os.PathLike[str], run_id: str) -> dict[str, object] | None:
+    """The record of the process holding `run_id` now, read without locking; None when free.
+
+    A record of a process of this host that is gone (a killed run's) counts as free; one of
+    another host is taken as live, since its pid cannot be checked from here.
+    """
+    try:
+        text = lock_path(results_dir, run_id).read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError, UnicodeDecodeError):
+        return None
+    try:
+        record = json.loads(text) if text.strip() else {}
+    except ValueError:
+        record = {}
+    if not isinstance(record, dict) or not record:
+        return {}  # the holder is between taking the lock and writing its record
+    return record if _may_hold(record) else None

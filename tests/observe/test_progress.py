@@ -11,6 +11,7 @@ from rich.console import Console
 
 from meta.observe.progress import Progress, describe, task_label
 
+nan = float("nan")
 ESCAPE = re.compile(r"\x1b\[[?0-9;]*[A-Za-z]")
 
 
@@ -39,7 +40,7 @@ def test_the_bar_shows_the_meta_step_just_finished_as_meta_steps_csv_numbers_it(
     ("total", "rows", "text"),
     [
         (10_000, [row(9_998, reward=-12.3456)], "meta-step 9998 CarryObject reward -12.346"),
-        (12, [row(3, "FindTarget", float("nan"), float("nan"))], "meta-step  3 FindTarget  "),
+        (12, [row(3, "FindTarget", nan, nan)], "meta-step  3 FindTarget  no episode ended "),
         (12, [row(3, "CarryObject+FindTarget")], "meta-step  3 2 families  reward"),
         (12, [row(3), row(3, "FindTarget", 1.0, 1.0)], "3 2 tasks     reward  0.467 success 0.64"),
     ],
@@ -77,3 +78,7 @@ def test_labels() -> None:
     assert task_label([row(0, "FindTarget")]) == "FindTarget"
     assert task_label([row(0, "SomeVeryLongFamily")]) == "SomeVeryLo…"
     assert describe([row(7)], 2) == "meta-step  7 CarryObject reward -0.066 success 0.27"
+    # no episode ended in the inner training: said so, in the width of the numbers
+    quiet = describe([row(7, reward=nan, success=nan)], 2)
+    assert quiet.rstrip() == "meta-step  7 CarryObject no episode ended"
+    assert "nan" not in quiet and len(quiet) == len(describe([row(7)], 2))

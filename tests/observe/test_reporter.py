@@ -125,7 +125,33 @@ def test_console_logs_every_n_meta_steps(caplog: pytest.LogCaptureFixture) -> No
             writer.write(step, step * 100, {CUMULATIVE_REWARD: 0.25, "Other/Tag": 1.0})
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2
-    assert lines[0].startswith("Meta-step: 2. Env steps: 200.") and "Mean Reward: 0.25" in lines[0]
+    assert lines[0].startswith("Meta-step: 2. Env steps: 200.") and "mean_reward: 0.25" in lines[0]
+
+
+def test_console_uses_the_csv_names_and_says_when_no_episode_ended(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from meta.observe.reporter import (
+        EPISODE_LENGTH,
+        META_STEP_COLUMNS,
+        OUTER_LR,
+        SUCCESS_RATE,
+        WEIGHT_DELTA_NORM,
+    )
+    from meta.run.records import EXTRA_COLUMNS
+
+    scalars = {CUMULATIVE_REWARD: 0.5, SUCCESS_RATE: 0.25, OUTER_LR: 0.1, WEIGHT_DELTA_NORM: 2.0}
+    nan = float("nan")
+    quiet = {**scalars, CUMULATIVE_REWARD: nan, SUCCESS_RATE: nan, EPISODE_LENGTH: nan}
+    with caplog.at_level(logging.INFO, logger="meta.observe.reporter"):
+        ConsoleWriter().write(0, 10, scalars)
+        ConsoleWriter().write(1, 20, quiet)
+    busy, idle = (r.getMessage() for r in caplog.records)
+    names = [part.split(": ")[0] for part in busy.rstrip(".").split(". ")[3:]]
+    assert names == ["mean_reward", "success_rate", "outer_lr", "theta_delta_norm"]
+    assert set(names) <= {*META_STEP_COLUMNS, *EXTRA_COLUMNS}
+    assert "theta_delta_norm: 2." in busy  # the outer step, as the CSV's column of that name
+    assert "no episode ended" in idle and "nan" not in idle and "outer_lr: 0.1" in idle
 
 
 def test_reporter_fans_out_and_build_validates(tmp_path: Path) -> None:

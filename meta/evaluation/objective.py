@@ -1,0 +1,74 @@
+"""A search trial's objective: the run's own start adapted on training-distribution tasks.
+
+meta-eval's adaptation jobs and statistics, for the run's start alone (no scratch or joint
+baseline: they do not depend on the trial's settings), on `eval.splits` (checked never to hold
+`test`). The measurements and the value go to `<run>/search/` (adaptation.csv,
+objective.json); meta-report reads the value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from meta.config import Config
+from meta.evaluation.adapt import AdaptJob, adapt_job
+from meta.evaluation.evaluate import plan, write_csv
+from meta.evaluation.executor import make_executor
+from meta.evaluation.metric import OBJECTIVE_FILE, STEPS, parse_metric, pooled_families
+from meta.evaluation.statistics import Measurement, steps_to_target, summarise
+from meta.run.atomic import atomic_write_text
+
+
+def measure_objective(config: Config, run_dir: Path) -> float | None:
+    """The trial's `optimized_metric` (None when the run has none); written beside the run."""
+    if not config.optimized_metric:
+        return None
+    ev = replace(config.eval, run_ids=[], joint_run_id=None, out_dir=None)
+    checked = plan(replace(config, eval=ev), run_dir.name)
+    start = checked.runs[0]
+    jobs = [
+        AdaptJob(
+            checked.setting,
+            task,
+            config.meta.algorithm,
+            start.weights,
+            seed,
+            start.seed,
+            reference=start.weights,
+        )
+        for tasks in checked.tasks.values()
+        for task in tasks
+        for seed in range(ev.seeds)
+    ]
+    executor = make_executor(ev.workers, checked.runtime)
+    try:
+        measurements = [m for rows in executor.map(adapt_job, jobs) for m in rows]
+    finally:
+        executor.close()
+        if checked.cluster is not None:
+            checked.cluster.close()
+    value = objective_value(measurements, config.optimized_metric, ev.budgets, ev.bootstrap_samples)
+    write_csv((run_dir / OBJECTIVE_FILE).with_name("adaptation.csv"), measurements)
+    record = {"optimized_metric": config.optimized_metric, "value": value, "splits": ev.splits}
+    atomic_write_text(run_dir / OBJECTIVE_FILE, json.dumps(record, indent=2) + "\n")
+    return value
+
+
+def objective_value(
+    measurements: list[Measurement], name: str, budgets: list[int], samples: int = 2000
+) -> float:
+    """The metric `name` over `measurements` (families and splits pooled)."""
+    metric, budget = parse_metric(name, budgets)
+    pooled = [replace(m, split="objective") for m in pooled_families(measurements)]
+    if metric == STEPS:
+        (reached,) = steps_to_target(pooled, 0.8, samples=samples)
+        if math.isfinite(reached.steps_to_80):
+            return -reached.steps_to_80
+        largest = max(pooled, key=lambda m: m.env_steps)
+        per_update = largest.env_steps / max(largest.budget, 1)
+        return -(largest.env_steps + per_update)
+    (cell,) = [c for c in summarise(pooled, samples=samples) if c.budget == budget]
+    return cell.success_iqm if metric == "success_iqm" else cell.reward_iqm

@@ -1,0 +1,116 @@
+"""hparams_search: the objective a trial returns, its checks before training, a real search."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import compose_config
+
+from meta.evaluation.metric import parse_metric, pooled_families
+from meta.evaluation.objective import objective_value
+from meta.evaluation.statistics import Measurement, iqm
+
+MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
+SEARCH = ["hparams_search=reptile_optuna", "experiment=tiny", "logger=quiet"]
+SMALL_EVAL = [
+    "eval.budgets=[0,1]",
+    "eval.seeds=2",
+    "eval.tasks_per_family=1",
+    "eval.buffer_size=256",
+    "eval.eval_episodes=8",
+    "optimized_metric=success_iqm@1",
+]
+
+
+def measured(success: dict[tuple[str, int, int, int], float]) -> list[Measurement]:
+    """Measurements of `(family, task, seed, budget) -> success`, 256 env steps per update."""
+    return [
+        Measurement("reptile", family, "train", task, seed, budget, 256 * budget, 0.0, s, 4, "{}")
+        for (family, task, seed, budget), s in success.items()
+    ]
+
+
+def test_the_objective_pools_families_and_counts_not_reached_beyond_the_last_budget() -> None:
+    success = {
+        (family, task, seed, budget): value
+        for family, base in (("FindTarget", 0.2), ("CarryObject", 0.0))
+        for task in (0, 1)
+        for seed in (0, 1)
+        for budget, value in ((0, base), (1, base + 0.1 * (task + seed)))
+    }
+    at_one = [v for (_, _, _, b), v in success.items() if b == 1]
+    value = objective_value(measured(success), "success_iqm@1", [0, 1], samples=50)
+    assert value == pytest.approx(float(iqm(at_one)))
+    assert objective_value(measured(success), "neg_steps_to_80", [0, 1], samples=50) == -512
+    reached = {k: 1.0 if k[3] == 1 else 0.0 for k in success}
+    assert objective_value(measured(reached), "neg_steps_to_80", [0, 1], samples=50) == -256
+    pooled = pooled_families(measured(success))
+    assert {m.family for m in pooled} == {"all"} and len({m.task for m in pooled}) == 4
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["optimized_metric=bogus"], "optimized_metric: unknown 'bogus'"),
+        (["optimized_metric=success_iqm@3"], "budget 3 is not among eval.budgets"),
+        (["optimized_metric=success_iqm@1"], "never on 'test'; eval.splits is ['test', 'train']"),
+    ],
+)
+def test_bad_objectives_are_refused(overrides: list[str], message: str) -> None:
+    config = compose_config(overrides)
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        config.validate()
+    assert parse_metric("neg_steps_to_80", []) == ("neg_steps_to_80", None)
+
+
+@pytest.mark.integration  # meta-train processes
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["optimized_metric=nope"], "meta-train: error: optimized_metric: unknown 'nope'"),
+        (["eval.splits=[train,test]"], "is measured on tasks of the training distribution"),
+    ],
+)
+def test_a_search_that_would_not_train_on_its_objective_stops_before_training(
+    meta_train: MetaTrain, tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    results = tmp_path / "search"
+    done = meta_train(*SEARCH, *SMALL_EVAL, *overrides, f"results_dir={results}", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "meta-train" in line]
+    assert len(errors) == 1 and message in errors[0] and "Traceback" not in done.stderr
+    assert not [p for p in results.rglob("*") if p.is_file()]  # no run was started
+
+
+@pytest.mark.slow
+@pytest.mark.integration  # meta-train processes
+def test_a_real_search_returns_its_objective_and_reads_as_a_sweep(
+    meta_train: MetaTrain, tmp_path: Path
+) -> None:
+    results = tmp_path / "search"
+    trials = ["hydra.sweeper.n_trials=2", "meta.steps=2", f"results_dir={results}"]
+    done = meta_train(*SEARCH, *SMALL_EVAL, *trials, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    best = yaml.safe_load((results / "optimization_results.yaml").read_text())
+    assert set(best["best_params"]) == {"meta.outer_lr", "ppo.max_steps", "meta.meta_batch_size"}
+    runs = sorted(p.parent.parent for p in results.glob("*/search/objective.json"))
+    assert len(runs) == 2
+    values = [json.loads((r / "search" / "objective.json").read_text())["value"] for r in runs]
+    assert best["best_value"] == pytest.approx(max(values))
+    for run in runs:
+        with (run / "search" / "adaptation.csv").open() as file:
+            assert {row["split"] for row in csv.DictReader(file)} == {"train"}
+    report = subprocess.run(
+        ["meta-report", str(results), "--no-figure"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert report.returncode == 0, report.stderr
+    assert "2 runs in 2 settings" in report.stdout and "objective" in report.stdout
+    with (results / "report.csv").open() as file:
+        objectives = sorted(float(row["objective_iqm"]) for row in csv.DictReader(file))
+    assert objectives == pytest.approx(sorted(values))
