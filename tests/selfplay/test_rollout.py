@@ -38,7 +38,7 @@ def test_a_team_change_resets_every_game_and_cuts_every_trajectory() -> None:
 
 def test_time_outs_count_as_draws_in_the_results_but_move_no_rating() -> None:
     # max_step 3 in a large arena: every game times out before anyone is pushed out.
-    c = collector(SelfPlayConfig(), max_step=3, arena_size=40.0)
+    c = collector(SelfPlayConfig(), max_step=3, arena_size=40.0, arena_shrink=0.0)
     c.collect(9)
     assert c.results == [0.5] * 24
     assert c.ghost.policy_elos == [1200.0] * 11

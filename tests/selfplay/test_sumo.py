@@ -61,7 +61,7 @@ def test_a_push_moves_the_opponent_and_pushing_it_out_wins() -> None:
 
 
 def test_time_out_is_an_interrupted_draw_with_zero_final_reward() -> None:
-    env = envs.make("Sumo", num_areas=5, seed=2, max_step=3, shaping=1.0)
+    env = envs.make("Sumo", num_areas=5, seed=2, max_step=3, shaping=1.0, arena_shrink=0.0)
     for _ in range(3):
         env.step()
     for name in TEAM_BEHAVIORS:

@@ -15,8 +15,9 @@ from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import NullTimers, Timers
-from meta.algorithm.selfplay.ghost import Ghost, SelfPlayState
-from meta.algorithm.selfplay.rollout import TeamCollector
+from meta.algorithm.selfplay.ghost import SUMMARIES, Ghost, SelfPlayState
+from meta.algorithm.selfplay.rollout import TeamCollector, first_team
+from meta.algorithm.selfplay.summaries import DECISIVE_STAT, decisive_share, elo_summaries
 
 ELO_STAT = "Self-play/ELO"
 """ML-Agents' name of the learning policy's rating."""
@@ -31,7 +32,9 @@ def weights_of(policy: Policy) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
 
 
-def ghost_for(cfg: PPOConfig, policy: Policy, state: SelfPlayState | None, seed: int) -> Ghost:
+def ghost_for(
+    cfg: PPOConfig, policy: Policy, state: SelfPlayState | None, seed: int, learning_team: int = 0
+) -> Ghost:
     """The ghost a training continues (state["ghost"]) or starts from the policy's weights."""
     self_play = cfg.self_play
     assert self_play is not None
@@ -39,7 +42,7 @@ def ghost_for(cfg: PPOConfig, policy: Policy, state: SelfPlayState | None, seed:
         return Ghost.from_state_dict(self_play, state["ghost"])
     elo = self_play.initial_elo if state is None else float(state["elo"])
     seed_seq = np.random.SeedSequence([seed, GHOST_SEED]).generate_state(1)[0]
-    return Ghost.start(self_play, weights_of(policy), elo, int(seed_seq))
+    return Ghost.start(self_play, weights_of(policy), elo, int(seed_seq), learning_team)
 
 
 def ghost_train(
@@ -65,7 +68,7 @@ def ghost_train(
 
     timers = timers or NullTimers()
     generator = torch.Generator().manual_seed(seed)
-    ghost = ghost_for(cfg, policy, state, seed)
+    ghost = ghost_for(cfg, policy, state, seed, first_team(env))
     opponent = copy.deepcopy(policy)
     collector = TeamCollector(env, policy, opponent, ghost, generator, cfg.time_horizon, timers)
 
@@ -81,10 +84,16 @@ def ghost_train(
 
 
 def game_stats(collector: TeamCollector, elo: float) -> dict[str, float]:
-    """The learning policy's ELO and its team's win rate over the games it finished."""
+    """The learning policy's ELO, its team's win rate and the decisive share of its games."""
     results = np.asarray(collector.results, np.float64)
     wins = float((results == 1.0).mean()) if len(results) else float("nan")
-    return {ELO_STAT: elo, WIN_RATE_STAT: wins, "games": float(len(results))}
+    decisive = decisive_share(collector.results)
+    return {
+        ELO_STAT: elo,
+        WIN_RATE_STAT: wins,
+        DECISIVE_STAT: decisive,
+        "games": float(len(results)),
+    }
 
 
 def game_train(
@@ -129,4 +138,5 @@ def game_train(
         history, collector.episodes, games[WIN_RATE_STAT], steps, time.perf_counter() - started
     )
     stats.update(games)
+    state[SUMMARIES] = elo_summaries(collector.ratings, cfg.summary_freq, steps)
     return weights_of(policy), stats, updates, state
