@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from mlagents_envs.base_env import BehaviorSpec, ObservationSpec
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator, ScalarEvent
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
@@ -35,6 +35,16 @@ GHOST = (  # counters small enough to save, swap and change teams within the tin
     "ppo.self_play.team_change=700",
     "ppo.self_play.window=3",
 )
+
+
+def scalars(log_dir: Path, tag: str) -> list[ScalarEvent]:
+    events = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return events.Scalars(tag) if tag in events.Tags()["scalars"] else []
+
+
+def step_of(point: ScalarEvent) -> int:
+    return point.step
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
@@ -114,10 +124,8 @@ def test_three_families_meta_train_with_elo_and_resume_bitwise(tiny_config: Fact
     assert float(table[-1]["elo"]) == elo and cut_elo == float(table[5]["elo"])
     sumo = [r for r in table if r["task"] == "Sumo"]
     assert all(0.0 <= float(r["success_rate"]) <= 1.0 for r in sumo)
-    events = EventAccumulator(str(straight / "tensorboard"), size_guidance={"scalars": 0})
-    events.Reload()
-    points = events.Scalars("Self-play/ELO")
-    assert points[-1].value == pytest.approx(elo) and points[-1].step == 3
+    points = scalars(straight / "tensorboard", "Self-play/ELO")
+    assert points and {p.step for p in points} <= {0, 1, 2, 3}  # games' meta-steps only
     state = torch.load(straight / "Brain/checkpoint.pt", weights_only=True)
     assert state["self_play"] == {"elo": elo}  # Reptile keeps the rating, not a ghost
 
@@ -146,6 +154,31 @@ def test_single_continues_its_ghost_across_chunks_and_resumes_it_exactly(
     for x, y in zip(one["snapshots"], two["snapshots"], strict=True):
         assert all(torch.equal(x[k], y[k]) for k in x)
     assert torch.equal(one["generator"], two["generator"])
+    assert "summaries" not in ghosts[0]  # written to the writers, not carried on
+
+
+def test_elo_is_written_per_summary_period_and_the_decisive_share_per_meta_step(
+    tiny_config: Factory,
+) -> None:
+    overrides = (*SELF_PLAY, "meta=single", "meta.tasks=[{name: Sumo}]", "meta.steps=3")
+    run = train(tiny_config(*overrides, "ppo.summary_freq=256"), "periods")
+    table = rows(run)
+    # 16 areas: 1024 learning-team agent-steps (64 env steps) per meta-step, 4 periods each
+    per_period = scalars(run / "tensorboard" / "env_steps", "EnvSteps/Self-play/ELO")
+    steps = [p.step for p in per_period]
+    assert len(steps) > 3 and steps == sorted(set(steps))
+    assert set(steps) <= {256 * k for k in range(1, 13)}
+    per_step = scalars(run / "tensorboard", "Self-play/ELO")
+    for point in per_step:  # a meta-step's point is its last period's
+        last = max((p for p in per_period if p.step <= 1024 * (point.step + 1)), key=step_of)
+        assert last.step > 1024 * point.step and point.value == last.value
+    # the run's rating after each meta-step stays in meta_steps.csv and the status
+    assert float(table[-1]["elo"]) == status(run)["Brain"]["elo"]
+    assert float(table[-1]["elo"]) != per_step[-1].value
+    share = [float(r["decisive_share"]) for r in table]
+    assert all(0.0 <= x <= 1.0 for x in share)
+    tagged = scalars(run / "tensorboard", "Self-play/Decisive Share")
+    assert [p.value for p in tagged] == pytest.approx(share)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-DECISIVE_STAT = "Self-play/Decisive Games"
+DECISIVE_STAT = "Self-play/Decisive Share"
 """Fraction of the learning team's games that one team won (not a draw, not a time-out)."""
 Summary = tuple[int, int, float]
 """(learning-team agent-steps at the period's end, games rated in it, their mean rating)."""
