@@ -1,0 +1,45 @@
+"""Make Sumo.pt, the fixed reference player of games: `python tests/data/selfplay_reference/make_reference.py`.
+
+The ghost trainer on Sumo's default task with the learning test's budget (64 areas, 500,000
+learning-team agent-steps, buffers of 4,096, batches of 512, learning rate 1e-3, 64 hidden
+units, ML-Agents' self_play defaults), seed 0, on CPU with one thread. The file holds its
+network settings beside its weights, so it plays against a run whatever the run's network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+import envs
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.train import inner_train, policy_for
+from meta.algorithm.selfplay.config import SelfPlayConfig
+
+OUT = Path(__file__).resolve().parent / "Sumo.pt"
+
+
+def main() -> None:
+    """Train the reference and write it."""
+    torch.set_num_threads(1)
+    network = NetworkConfig(hidden_units=64)
+    cfg = PPOConfig(
+        max_steps=500_000,
+        buffer_size=4096,
+        batch_size=512,
+        learning_rate=1e-3,
+        self_play=SelfPlayConfig(),
+    )
+    env = envs.make("Sumo", num_areas=64, seed=1)
+    theta = policy_for(env, network, seed=0).state_dict()
+    result = inner_train(env, theta, network, cfg, seed=3)
+    torch.save({"network": dataclasses.asdict(network), "weights": result.weights}, OUT)
+    print(
+        f"{OUT.name}: ELO {result.self_play_state['elo']:.1f} after {result.stats['steps']:.0f} steps"
+    )
+
+
+if __name__ == "__main__":
+    main()
