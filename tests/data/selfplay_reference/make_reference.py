@@ -1,4 +1,4 @@
-"""Make Sumo.pt, the fixed reference player of games: `python tests/data/selfplay_reference/make_reference.py`.
+"""Make Sumo.pt, the fixed reference player of games (run this file with the project's Python).
 
 The ghost trainer on Sumo's default task with the learning test's budget (64 areas, 500,000
 learning-team agent-steps, buffers of 4,096, batches of 512, learning rate 1e-3, 64 hidden
@@ -36,9 +36,8 @@ def main() -> None:
     theta = policy_for(env, network, seed=0).state_dict()
     result = inner_train(env, theta, network, cfg, seed=3)
     torch.save({"network": dataclasses.asdict(network), "weights": result.weights}, OUT)
-    print(
-        f"{OUT.name}: ELO {result.self_play_state['elo']:.1f} after {result.stats['steps']:.0f} steps"
-    )
+    elo, steps = result.self_play_state["elo"], result.stats["steps"]
+    print(f"{OUT.name}: ELO {elo:.1f} after {steps:.0f} steps")
 
 
 if __name__ == "__main__":
