@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import math
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -18,7 +20,6 @@ import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.train import inner_train, policy_for
 from meta.algorithm.selfplay.checks import check_specs
-from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.config import Config
 from meta.trainer import MetaTrainer, plan, train
@@ -41,6 +42,16 @@ def scalars(log_dir: Path, tag: str) -> list[ScalarEvent]:
     events = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
     events.Reload()
     return events.Scalars(tag) if tag in events.Tags()["scalars"] else []
+
+
+def load_reference_maker() -> ModuleType:
+    """tests/data/selfplay_reference/make_reference.py, the learning test's training."""
+    path = Path(__file__).parent.parent / "data" / "selfplay_reference" / "make_reference.py"
+    spec = importlib.util.spec_from_file_location("make_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def step_of(point: ScalarEvent) -> int:
@@ -70,19 +81,10 @@ def test_ghost_trainer_learns_to_beat_a_random_opponent_and_gains_elo() -> None:
     self_play defaults (save_steps 20000, swap_steps 2000, team_change 100000, window 10,
     ratio 0.5).
     """
-    torch.set_num_threads(1)
-    network = NetworkConfig(hidden_units=64)
-    cfg = PPOConfig(
-        max_steps=500_000,
-        buffer_size=4096,
-        batch_size=512,
-        learning_rate=1e-3,
-        self_play=SelfPlayConfig(),
-    )
-    env = envs.make("Sumo", num_areas=64, seed=1)
-    theta = policy_for(env, network, seed=0).state_dict()
+    reference = load_reference_maker()
+    network, env = reference.NETWORK, envs.make("Sumo", num_areas=64, seed=1)
     started = time.perf_counter()
-    result = inner_train(env, theta, network, cfg, seed=3)
+    result, theta = reference.train(seed=0)
     wall = time.perf_counter() - started
     trained = policy_for(env, network)
     trained.load_state_dict(result.weights)
@@ -99,6 +101,8 @@ def test_ghost_trainer_learns_to_beat_a_random_opponent_and_gains_elo() -> None:
     assert result.stats["Self-play/ELO"] == elo and result.stats["games"] > 1000
     means = [mean for _, _, mean in result.self_play_state["summaries"]]
     assert len(means) >= 10 and means == sorted(means)
+    committed = torch.load(reference.OUT, weights_only=True)["weights"]  # what it made
+    assert all(torch.equal(committed[k], result.weights[k]) for k in committed)
 
 
 def test_a_game_without_self_play_settings_is_refused_before_training() -> None:
