@@ -191,7 +191,7 @@ class SumoCore:
         final = np.stack([result, -result])
         games = Games(idx.astype(np.int32), obs[:, idx], final, ~finished[idx])
         if self._record is not None:
-            decided = lost[:, idx].any(axis=0)
+            decided: np.ndarray = lost[0, idx] | lost[1, idx]
             self._record(decided, self._table[5, idx] - self.remaining[idx])
         reward[:, idx] = 0.0
         self._spawn(idx)
