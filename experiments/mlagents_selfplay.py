@@ -9,8 +9,9 @@ and Unity", says how). From the project root, with the project's interpreter:
    (`--num-areas`, `--debug` so that ML-Agents logs its team changes and opponent swaps):
    both behaviors, `Brain?team=0` and `Brain?team=1`, connect, and each team learns in turn
    (ML-Agents' first learning team is whichever behavior it registers first).
-2. `training_status.json` holds `"Brain": {"elo": ...}`; TensorBoard has `Self-play/ELO` and
-   the build's stats channel's `Environment/Success`.
+2. `training_status.json` holds `"Brain": {"elo": ...}`; TensorBoard has `Self-play/ELO` at
+   every summary (Sumo's shrinking arena decides its games, so every period rates some) and it
+   rises over the run; the build's stats channel's `Environment/Success` is there too.
 3. `mlagents-learn --resume`, its config asking for another `initial_elo`, continues from the
    rating the status holds (ML-Agents reads `StatusType.ELO` back), not from the new one.
 """
@@ -45,10 +46,11 @@ behaviors:
     checkpoint_interval: 10000
     max_steps: {max_steps}
     time_horizon: 64
-    summary_freq: 2500
+    summary_freq: {summary_freq}
     self_play: {{save_steps: 5000, team_change: {team_change}, swap_steps: 2000, window: 10,
                 play_against_latest_model_ratio: 0.5, initial_elo: {initial_elo}}}
 """
+SUMMARY_FREQ = 2500
 TEAM_CHANGE = re.compile(r"Learning team (\d+) swapped on step (\d+)")
 SWAP = re.compile(r"Swapping snapshot (\S+) to id (\S+) with team (\d+) learning")
 
@@ -58,8 +60,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mlagents-venv", type=Path, required=True, help="mlagents 1.1.0")
     parser.add_argument("--work", type=Path, default=Path("results") / "mlagents_selfplay")
-    parser.add_argument("--steps", type=int, default=30000, help="steps of the first run")
-    parser.add_argument("--resume-steps", type=int, default=50000, help="max_steps on resume")
+    parser.add_argument("--steps", type=int, default=100000, help="steps of the first run")
+    parser.add_argument("--resume-steps", type=int, default=120000, help="max_steps on resume")
     parser.add_argument("--num-areas", type=int, default=16)
     args = parser.parse_args()
     Check(args).run()
@@ -103,7 +105,12 @@ class Check:
     def _config(self, name: str, steps: int, team_change: int, initial_elo: float) -> Path:
         path = self.work / name
         path.write_text(
-            TRAINER_CONFIG.format(max_steps=steps, team_change=team_change, initial_elo=initial_elo)
+            TRAINER_CONFIG.format(
+                max_steps=steps,
+                team_change=team_change,
+                initial_elo=initial_elo,
+                summary_freq=SUMMARY_FREQ,
+            )
         )
         return path
 
@@ -153,11 +160,23 @@ class Check:
         success = tags.get("Environment/Success", [])
         print(f"training_status.json Brain.elo: {elo}")
         print(f"TensorBoard Self-play/ELO: {[(s, round(v, 2)) for s, v in curve]}")
+        self.elo_curve(curve)
         print(f"TensorBoard Environment/Success (stats channel): {len(success)} points")
         self.expect(isinstance(elo, float), "training_status.json has no Brain.elo")
         self.expect(bool(curve), "TensorBoard has no Self-play/ELO")
         self.expect(bool(success), "the stats channel's Environment/Success is missing")
         return float(elo) if isinstance(elo, float) else float("nan")
+
+    def elo_curve(self, curve: list[tuple[int, float]]) -> None:
+        """An ELO point at every summary, and a rating that rose over the run."""
+        summaries = self.steps // SUMMARY_FREQ
+        print(f"ELO points: {len(curve)} of {summaries} summaries")
+        self.expect(len(curve) >= summaries, "a summary without a Self-play/ELO point")
+        if curve:
+            halves = [v for s, v in curve if s <= self.steps // 2], [v for s, v in curve]
+            rise = curve[-1][1] - curve[0][1]
+            print(f"ELO rise from the first summary to the last: {rise:.1f}")
+            self.expect(rise > 0 and max(halves[0]) < curve[-1][1], "the rating did not rise")
 
     def resume(self, log: str, elo: float) -> None:
         """The resumed run rates from the stored ELO, not from its config's initial_elo 1000."""

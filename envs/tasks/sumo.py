@@ -5,17 +5,24 @@ A move is the command rotated by `motor_rotation` times `agent_speed` (the hidde
 other families share). Agents closer than `target_radius` touch: the pair then shifts along
 the line between them by `push_strength` times the difference of what each pushes towards the
 other (a hidden parameter), and they are set apart to the contact distance. An agent whose
-centre leaves the square arena loses; both out at once, or the time-out, is a draw.
+centre leaves the square arena loses; both out at once is a draw, and so is the time-out
+(interrupted, as a Unity agent's EpisodeInterrupted).
+
+The arena shrinks about its centre: after e of the game's max_step steps its side is
+arena_size * (1 - arena_shrink * e / max_step), so a game in which both agents hold on gets
+decided as the edge passes the one farther from the centre (arena_shrink 0: the arena keeps
+its size, Sumo's first rule; 1: it vanishes at the time-out).
 
 Observation of each agent (10 floats, the other families' size), from its own side: own
-position (2) over half the arena, own velocity (2) as a fraction of agent_speed, opponent
-minus own position (2) over half the arena, opponent velocity (2) as a fraction of
-agent_speed, contact flag (1), fraction of the episode left (1).
+position (2) over the current half arena (so the edge is always at +-1), own velocity (2) as
+a fraction of agent_speed, opponent minus own position (2) over the current half arena,
+opponent velocity (2) as a fraction of agent_speed, contact flag (1), fraction of the episode
+left f (1); the current half side is half * (1 - arena_shrink * (1 - f)).
 
 Rewards: the step that ends a game gives exactly the result, +1 to the winner, -1 to the loser
 and 0 to both on a draw or time-out (what the ghost trainer and ELO read). Other steps give a
 zero-sum potential-based shaping: `shaping` times the change in (own margin to the nearest edge
-minus the opponent's) over half the arena.
+minus the opponent's) over half the arena at the start.
 """
 
 from __future__ import annotations
@@ -44,6 +51,9 @@ class SumoParams(TaskParams):
     target_radius: float = param(0.8, 0.05, 250.0, "distance at which the two agents touch")
     push_strength: float = param(
         1.0, 0.0, 4.0, "hidden: how far a push moves the pair per unit of push"
+    )
+    arena_shrink: float = param(
+        0.95, 0.0, 1.0, "fraction of the arena's side lost, linearly, by the time-out"
     )
 
 
@@ -81,7 +91,9 @@ class SumoCore:
         self.vel = np.zeros((TEAMS, n, 2), F32)
         self.contact = np.zeros(n, F32)
         self.remaining = np.zeros(n, F32)
-        self._table = np.zeros((7, n), F32)
+        self._table = np.zeros((9, n), F32)
+        self.half = np.zeros(n, F32)
+        """Each area's current half side (the arena shrinks over a game)."""
         self._phi = np.zeros(n, F32)
         self._all = np.arange(n)
 
@@ -90,8 +102,9 @@ class SumoCore:
         self.params = self._pending = _sumo(params)
 
     def _columns(self, params: SumoParams) -> np.ndarray:
-        """Per-area constants of a game: half, speed terms, contact, push, max_step, shaping."""
+        """Per-area constants: half, speed terms, contact, push, max_step, shaping, shrink."""
         half = params.arena_size / 2
+        shrink = params.arena_shrink
         turn = math.radians(params.motor_rotation)
         return np.array(
             [
@@ -102,6 +115,8 @@ class SumoCore:
                 params.push_strength,
                 params.max_step,
                 params.shaping,
+                half * (1.0 - shrink),
+                half * shrink / params.max_step,
             ],
             F32,
         )
@@ -113,7 +128,7 @@ class SumoCore:
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, np.ndarray, Games | None]:
         """Advance every area by one decision of (2, n, 2) float32 moves in [-1, 1]."""
-        half, cos, sin, contact, push, _, shaping = self._table
+        half, cos, sin, contact, push, _, shaping, _, _ = self._table
         move = np.empty_like(action)
         move[..., 0] = action[..., 0] * cos - action[..., 1] * sin
         move[..., 1] = action[..., 0] * sin + action[..., 1] * cos
@@ -121,12 +136,15 @@ class SumoCore:
         self._collide(new, move, contact, push)
         np.subtract(new, self.pos, out=self.vel)
         self.pos[...] = new
-        margin = half - np.abs(new).max(axis=2)
+        self.remaining -= 1.0
+        np.multiply(self._table[8], self.remaining, out=self.half)
+        self.half += self._table[7]
+        margin = self.half - np.abs(new).max(axis=2)
         out = margin < 0
         lost = out & ~out[::-1]
         decided = lost.any(axis=0)
-        self.remaining -= 1.0
-        ended = decided | out.all(axis=0) | (self.remaining <= 0.0)
+        finished = decided | out.all(axis=0)
+        ended = finished | (self.remaining <= 0.0)
         phi = shaping * (margin[0] - margin[1]) / half
         shaped = phi - self._phi
         self._phi = phi
@@ -134,7 +152,7 @@ class SumoCore:
         obs = self._observe()
         if not ended.any():
             return obs, reward, None
-        return self._end(np.flatnonzero(ended), lost, decided, obs, reward)
+        return self._end(np.flatnonzero(ended), lost, finished, obs, reward)
 
     def _collide(
         self, new: np.ndarray, move: np.ndarray, contact: np.ndarray, push: np.ndarray
@@ -161,16 +179,20 @@ class SumoCore:
         self,
         idx: np.ndarray,
         lost: np.ndarray,
-        decided: np.ndarray,
+        finished: np.ndarray,
         obs: np.ndarray,
         reward: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, Games]:
-        """Report the games of areas idx (the result as their final reward), start new ones."""
+        """Report the games of areas idx (the result as their final reward), start new ones.
+
+        Only a time-out is interrupted: a game decided, or drawn with both agents out, ended.
+        """
         result = lost[1, idx].astype(F32) - lost[0, idx].astype(F32)
         final = np.stack([result, -result])
-        games = Games(idx.astype(np.int32), obs[:, idx], final, ~decided[idx])
+        games = Games(idx.astype(np.int32), obs[:, idx], final, ~finished[idx])
         if self._record is not None:
-            self._record(decided[idx], self._table[5, idx] - self.remaining[idx])
+            decided: np.ndarray = lost[0, idx] | lost[1, idx]
+            self._record(decided, self._table[5, idx] - self.remaining[idx])
         reward[:, idx] = 0.0
         self._spawn(idx)
         return self._observe(), reward, games
@@ -189,11 +211,16 @@ class SumoCore:
         self.vel[:, idx] = 0.0
         self.contact[idx] = 0.0
         self.remaining[idx] = self._table[5, idx]
+        self._shrink(idx)
         self._phi[idx] = 0.0
+
+    def _shrink(self, idx: np.ndarray) -> None:
+        """The current half side of areas idx: its floor plus its shrink per step left."""
+        self.half[idx] = self._table[8, idx] * self.remaining[idx] + self._table[7, idx]
 
     def _observe(self) -> np.ndarray:
         """(2, n, 10) float32 observations, each team's in its own frame."""
-        half, speed = self._table[0], np.hypot(self._table[1], self._table[2])
+        half, speed = self.half, np.hypot(self._table[1], self._table[2])
         obs = np.empty((TEAMS, self.num_areas, OBS_SIZE), F32)
         inv_half, inv_speed = (1.0 / half)[:, None], (1.0 / speed)[:, None]
         obs[:, :, 0:2] = self.pos * inv_half
@@ -214,12 +241,14 @@ SUMO = Family(
         "arena_size": ((3.5, 4.5),),
         "target_radius": ((0.7, 0.85),),
         "push_strength": ((0.75, 1.25),),
+        "arena_shrink": ((0.9, 1.0),),
     },
     test_ranges={
         **SHARED_TEST_RANGES,
         "arena_size": ((3.0, 3.5), (4.5, 5.5)),
         "target_radius": ((0.6, 0.7),),
         "push_strength": ((0.5, 0.75), (1.25, 1.5)),
+        "arena_shrink": ((0.75, 0.9),),
     },
     teams=TEAMS,
 )

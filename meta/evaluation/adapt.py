@@ -23,7 +23,7 @@ from meta.algorithm.reptile import Task, TaskSampler
 from meta.config import Config, TaskConfig
 from meta.curriculum.lessons import EnvironmentParameters
 from meta.evaluation.config import EvalConfig
-from meta.evaluation.games import adapt_game, is_game, measure_game
+from meta.evaluation.games import adapt_game, game_columns, is_game, measure_game
 from meta.evaluation.statistics import Measurement
 from meta.runtime.envpool import EnvPool
 from meta.runtime.slots import claimed_slot
@@ -185,11 +185,19 @@ def adapt(
     rows = []
     for budget in sorted(snapshots):
         policy.load_state_dict(snapshots[budget])
-        random_rate = theta_rate = float("nan")
+        scores = None
         if game:
-            reward, success, episodes, random_rate, theta_rate = measure_game(
-                pool, task, policy, reference, setting.run.network, ev.eval_episodes, measure_seed
+            scores = measure_game(
+                pool,
+                task,
+                policy,
+                reference,
+                setting.run.network,
+                ev.eval_episodes,
+                measure_seed,
+                ev.deterministic,
             )
+            reward, success, episodes = scores.mean_reward, scores.success, scores.games
         else:
             reward, success, episodes = measure(pool, setting, task, policy, measure_seed)
         rows.append(
@@ -205,8 +213,7 @@ def adapt(
                 success=success,
                 episodes=episodes,
                 task_params=task.params_json(),
-                win_rate_random=random_rate,
-                win_rate_theta=theta_rate,
+                **game_columns(scores),
             )
         )
     return rows

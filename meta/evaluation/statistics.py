@@ -41,6 +41,8 @@ class Measurement:
     """Games of teams: the fraction of games won against a random policy (their success)."""
     win_rate_theta: float = float("nan")
     """Games of teams: the fraction won against the run's meta-learned weights (initial theta)."""
+    win_rate_reference: float = float("nan")
+    """Games of teams: the fraction won against the fixed reference policy of the project."""
 
 
 @dataclass(frozen=True)

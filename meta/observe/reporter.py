@@ -49,6 +49,8 @@ META_STEP_COLUMNS = (
     "wall_time_s",
 )
 ENV_STEPS_PREFIX = "EnvSteps/"
+Point = tuple[int, Mapping[str, float]]
+"""Scalars summarised inside a meta-step, at the run's env step where their period ended."""
 CONSOLE_LABELS = {
     CUMULATIVE_REWARD: "mean_reward",
     SUCCESS_RATE: "success_rate",
@@ -71,6 +73,8 @@ class StatsWriter(Protocol):
 
     def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None: ...
 
+    def write_summaries(self, meta_step: int, points: Sequence[Point]) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -82,6 +86,9 @@ class NullWriter:
 
     def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Ignore rows."""
+
+    def write_summaries(self, meta_step: int, points: Sequence[Point]) -> None:
+        """Ignore the summaries inside a meta-step."""
 
     def close(self) -> None:
         """Nothing to release."""
@@ -102,6 +109,12 @@ class StatsReporter:
         """Send rows of `table` (e.g. META_STEPS_TABLE) to every writer."""
         for writer in self.writers:
             writer.write_rows(table, rows)
+
+    def write_summaries(self, meta_step: int, points: Sequence[Point]) -> None:
+        """Send scalars summarised inside a meta-step, each at its env step (before `write`)."""
+        if points:
+            for writer in self.writers:
+                writer.write_summaries(meta_step, points)
 
     def restore_rows(self, table: str, meta_step: int, rows: Sequence[Mapping[str, Any]]) -> None:
         """Make `table`'s CSV end with `meta_step`'s `rows`, as the checkpoint's journal holds them.
@@ -139,9 +152,15 @@ class ConsoleWriter(NullWriter):
         self.every = max(1, every)
         self.labels = dict(CONSOLE_LABELS if labels is None else labels)
         self._start = time.monotonic()
+        self._latest: dict[str, float] = {}
+
+    def write_summaries(self, meta_step: int, points: Sequence[Point]) -> None:
+        """Keep the meta-step's last summaries for its line."""
+        self._latest.update(points[-1][1])
 
     def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
         """Log the summary line if `meta_step` is a multiple of `every`."""
+        scalars, self._latest = {**self._latest, **scalars}, {}
         if meta_step % self.every:
             return
         parts = [

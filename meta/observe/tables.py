@@ -99,6 +99,9 @@ class CSVWriter:
     def write(self, meta_step: int, total_env_steps: int, scalars: Mapping[str, float]) -> None:
         """Ignore scalars: a table takes rows."""
 
+    def write_summaries(self, meta_step: int, points: Sequence[Any]) -> None:
+        """Ignore summaries: a table takes rows."""
+
     def write_rows(self, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Append rows if `table` is this writer's; unknown keys raise ValueError."""
         if table != self.table or self._file is None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from meta.observe.reporter import ENV_STEPS_PREFIX, NullWriter
+from meta.observe.reporter import ENV_STEPS_PREFIX, NullWriter, Point
 from meta.run.atomic import StrPath
 
 logger = logging.getLogger("meta.observe.reporter")
@@ -46,6 +46,15 @@ class TensorBoardWriter(NullWriter):
         self._files[0].add_summary(_summary(scalars, ""), meta_step)
         if len(self._files) > 1:
             self._files[1].add_summary(_summary(scalars, ENV_STEPS_PREFIX), total_env_steps)
+
+    def write_summaries(self, meta_step: int, points: Sequence[Point]) -> None:
+        """Each point at its env step; the last one at `meta_step` (one point per meta-step)."""
+        if not self._files:
+            return
+        self._files[0].add_summary(_summary(points[-1][1], ""), meta_step)
+        if len(self._files) > 1:
+            for env_step, scalars in points:
+                self._files[1].add_summary(_summary(scalars, ENV_STEPS_PREFIX), env_step)
 
     def close(self) -> None:
         """Flush and close the event files."""
@@ -118,6 +127,11 @@ class WandbWriter(NullWriter):
             self._run.log({"meta_step": meta_step, "total_env_steps": total_env_steps, **scalars})
         except Exception as e:
             self._fail("logging failed", e)
+
+    def write_summaries(self, meta_step: int, points: Sequence[Point]) -> None:
+        """One row per point, with `meta_step` and its own `total_env_steps`."""
+        for env_step, scalars in points:
+            self.write(meta_step, env_step, scalars)
 
     def close(self, exit_code: int = 0) -> None:
         """Finish the wandb run."""

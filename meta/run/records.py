@@ -11,6 +11,8 @@ import numpy as np
 from meta.algorithm.inner import InnerResult
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.reptile import Task, Weights, distance
+from meta.algorithm.selfplay.ghost import SUMMARIES
+from meta.algorithm.selfplay.summaries import DECISIVE_STAT
 from meta.observe.tags import (
     APPROX_KL,
     BETA,
@@ -57,6 +59,7 @@ EXTRA_COLUMNS = (
     "theta_delta_norm",
     "total_env_steps",
     "elo",
+    "decisive_share",
 )
 
 
@@ -138,6 +141,7 @@ def rows(step: MetaStep, theta: Weights, total_env_steps: int) -> list[dict[str,
                 "theta_delta_norm": step.theta_delta,
                 "total_env_steps": total_env_steps,
                 "elo": s.get(ELO, float("nan")),
+                "decisive_share": s.get(DECISIVE_STAT, float("nan")),
                 **lessons,
                 "env_params": env_params,
             }
@@ -186,7 +190,25 @@ def scalars(
         out[f"Meta/{family}/Count"] = float(count)
     if step.lessons:
         out[LESSON] = float(sum(step.lessons.values()))
-    elo = [float(r["elo"]) for r in table_rows if r.get("elo") == r.get("elo")]
-    if elo:
-        out[ELO] = elo[-1]
+    decisive = [
+        r["decisive_share"]
+        for r in table_rows
+        if r.get("decisive_share") == r.get("decisive_share")
+    ]
+    if decisive:
+        out[DECISIVE_STAT] = nanmean(decisive)
     return out
+
+
+def elo_points(step: MetaStep, env_steps_before: int) -> list[tuple[int, dict[str, float]]]:
+    """Self-play/ELO per summary period of the step's games, at the run's env step of its end.
+
+    As ML-Agents' summaries: the mean rating over the period's games (none without one).
+    """
+    points, offset = [], env_steps_before
+    for result in step.results:
+        state = result.self_play_state or {}
+        for end, _, mean in state.get(SUMMARIES, ()):
+            points.append((offset + int(end), {ELO: float(mean)}))
+        offset += int(result.stats["steps"])
+    return points

@@ -32,6 +32,7 @@ from meta.run.interrupt import deferred_interrupt
 from meta.run.records import (
     JOURNAL,
     MetaStep,
+    elo_points,
     nanmean,
     plain,
     rows,
@@ -220,6 +221,7 @@ class MetaTrainer:
     ) -> list[dict[str, Any]]:
         """Commit a finished meta-step whole (its checkpoint holds its rows), then the writers."""
         table = rows(step, self.theta, self.env_steps)
+        summaries = elo_points(step, self.env_steps)
         self.theta, self.meta_step = new_theta, step.index + 1
         self.optimizer_state = optimizer_state
         self.self_play_state = self_play_state
@@ -259,6 +261,7 @@ class MetaTrainer:
             for name, table_rows in journal.items():
                 self.reporter.write_rows(name, table_rows)
             faults.at("after_rows", step.index)
+            self.reporter.write_summaries(step.index, summaries)
             self.reporter.write(step.index, self.env_steps, scalars(step, table, self.task_counts))
             faults.at("after_writers", step.index)
         return table

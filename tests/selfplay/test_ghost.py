@@ -90,7 +90,7 @@ def test_run_state_keeps_elo_for_reptile_and_the_ghost_for_continuous_runs() -> 
         "elo": 1210.0 + 20.0 - 20.0
     }
     assert run_state_after({"elo": 1210.0}, [{"elo": 1210.0}], False, 1200.0) == {"elo": 1210.0}
-    assert run_state_after(None, [game], True, 1200.0) is game
+    assert run_state_after(None, [{**game, "summaries": [(9, 2, 1201.0)]}], True, 1200.0) == game
     assert elo_only(game) == {"elo": 1230.0} and elo_only(None) is None
 
 

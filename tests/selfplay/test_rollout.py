@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import torch
+from mlagents_envs.base_env import BehaviorMapping
 
 import envs
-from meta.algorithm.ppo.config import NetworkConfig
+from envs.tasks.teams import TEAM_BEHAVIORS, TeamTaskEnv
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import Ghost
-from meta.algorithm.selfplay.rollout import TeamCollector
+from meta.algorithm.selfplay.rollout import TeamCollector, first_team
+from meta.algorithm.selfplay.summaries import decisive_share, elo_summaries, summary_mean
+from meta.algorithm.selfplay.trainer import ghost_train
 
 
 def collector(cfg: SelfPlayConfig, **params: float) -> TeamCollector:
@@ -38,7 +44,7 @@ def test_a_team_change_resets_every_game_and_cuts_every_trajectory() -> None:
 
 def test_time_outs_count_as_draws_in_the_results_but_move_no_rating() -> None:
     # max_step 3 in a large arena: every game times out before anyone is pushed out.
-    c = collector(SelfPlayConfig(), max_step=3, arena_size=40.0)
+    c = collector(SelfPlayConfig(), max_step=3, arena_size=40.0, arena_shrink=0.0)
     c.collect(9)
     assert c.results == [0.5] * 24
     assert c.ghost.policy_elos == [1200.0] * 11
@@ -53,3 +59,39 @@ def test_games_that_end_move_the_ratings_by_ml_agents_change() -> None:
     assert c.ghost.current_opponent == 0
     assert c.ghost.current_elo + c.ghost.policy_elos[0] == 2400.0
     assert c.ghost.current_elo != 1200.0 and abs(c.ghost.current_elo - 1200.0) < len(c.results)
+
+
+class TeamOneFirst(TeamTaskEnv):
+    """A game whose behaviors register team 1 first (as a build may: the order is Unity's)."""
+
+    def __init__(self) -> None:
+        super().__init__(envs.family("Sumo"), num_areas=8, seed=4)
+        specs = dict(self._specs)
+        self._specs = BehaviorMapping({name: specs[name] for name in reversed(TEAM_BEHAVIORS)})
+
+
+def test_the_first_learning_team_is_the_first_behavior_registered() -> None:
+    cfg = PPOConfig(max_steps=256, buffer_size=128, batch_size=64, num_epoch=1)
+    cfg.self_play = SelfPlayConfig()
+    for env, team in ((envs.make("Sumo", num_areas=8, seed=4), 0), (TeamOneFirst(), 1)):
+        assert first_team(env) == team
+        policy = policy_for(env, NetworkConfig(hidden_units=16), seed=0)
+        optimizer = torch.optim.Adam(policy.parameters())
+        schedule = lambda steps: Hyper.of(cfg)  # noqa: E731
+        _, collector, state, _ = ghost_train(
+            env, policy, cfg, seed=0, schedule=schedule, optimizer=optimizer
+        )
+        assert state["ghost"]["learning_team"] == team  # no team change in 256 steps
+        assert collector.agent_steps == 256
+
+
+def test_elo_summaries_are_means_over_the_games_of_each_period() -> None:
+    ratings = [(8, 1201.0), (8, 1203.0), (16, 1205.0), (48, 1210.0), (50, 1212.0)]
+    assert elo_summaries(ratings, 16, 60) == [
+        (16, 3, 1203.0),  # steps 1-16; 17-32 rated nothing: no point
+        (48, 1, 1210.0),
+        (60, 1, 1212.0),
+    ]
+    assert elo_summaries([], 16, 60) == [] and math.isnan(summary_mean([]))
+    assert summary_mean([(16, 3, 1203.0), (48, 1, 1211.0)]) == 1205.0
+    assert decisive_share([1.0, 0.5, 0.0, 0.5]) == 0.5 and math.isnan(decisive_share([]))

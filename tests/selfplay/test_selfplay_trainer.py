@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import math
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 from mlagents_envs.base_env import BehaviorSpec, ObservationSpec
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator, ScalarEvent
 
 import envs
 from meta.algorithm.inner import inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.checks import check_specs
-from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.config import Config
 from meta.trainer import MetaTrainer, plan, train
@@ -38,6 +39,26 @@ GHOST = (  # counters small enough to save, swap and change teams within the tin
 )
 
 
+def scalars(log_dir: Path, tag: str) -> list[ScalarEvent]:
+    events = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return events.Scalars(tag) if tag in events.Tags()["scalars"] else []
+
+
+def load_reference_maker() -> ModuleType:
+    """tests/data/selfplay_reference/make_reference.py, the learning test's training."""
+    path = Path(__file__).parent.parent / "data" / "selfplay_reference" / "make_reference.py"
+    spec = importlib.util.spec_from_file_location("make_reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def step_of(point: ScalarEvent) -> int:
+    return point.step
+
+
 def weights(path: Path) -> dict[str, torch.Tensor]:
     return torch.load(path, weights_only=True)
 
@@ -53,26 +74,18 @@ def status(run_dir: Path) -> dict:
 
 @pytest.mark.slow
 def test_ghost_trainer_learns_to_beat_a_random_opponent_and_gains_elo() -> None:
-    """Sumo's default task, 500k learning-team agent-steps: >= 80% wins, ELO +100 (K = 1).
+    """Sumo's default task, 500k learning-team agent-steps: >= 80% wins, >= 80% of the games
+    decided, ELO +150 (K = 1), rising from each summary period to the next.
 
-    Budget: 64 areas, 500,000 learning-team agent-steps (about 5,000 games of at most 100
+    Budget: 64 areas, 500,000 learning-team agent-steps (about 8,800 games of at most 100
     steps), buffers of 4,096, batches of 512, learning rate 1e-3, 64 hidden units, ML-Agents'
     self_play defaults (save_steps 20000, swap_steps 2000, team_change 100000, window 10,
-    ratio 0.5); 10-20 s on one core here. Seeds 0-3: 500/500 wins, ELO 1343-1533.
+    ratio 0.5).
     """
-    torch.set_num_threads(1)
-    network = NetworkConfig(hidden_units=64)
-    cfg = PPOConfig(
-        max_steps=500_000,
-        buffer_size=4096,
-        batch_size=512,
-        learning_rate=1e-3,
-        self_play=SelfPlayConfig(),
-    )
-    env = envs.make("Sumo", num_areas=64, seed=1)
-    theta = policy_for(env, network, seed=0).state_dict()
+    reference = load_reference_maker()
+    network, env = reference.NETWORK, envs.make("Sumo", num_areas=64, seed=1)
     started = time.perf_counter()
-    result = inner_train(env, theta, network, cfg, seed=3)
+    result, theta = reference.train(seed=0)
     wall = time.perf_counter() - started
     trained = policy_for(env, network)
     trained.load_state_dict(result.weights)
@@ -85,8 +98,12 @@ def test_ghost_trainer_learns_to_beat_a_random_opponent_and_gains_elo() -> None:
     elo = result.self_play_state["elo"]
     print(f"{wall:.1f} s; wins vs random {versus_random} (theta: {before}); ELO {elo:.1f}")
     assert versus_random.win_rate >= 0.8 > before.win_rate
-    assert elo >= 1200.0 + 100.0
+    assert elo >= 1200.0 + 150.0 and result.stats["Self-play/Decisive Share"] >= 0.8
     assert result.stats["Self-play/ELO"] == elo and result.stats["games"] > 1000
+    means = [mean for _, _, mean in result.self_play_state["summaries"]]
+    assert len(means) >= 10 and means == sorted(means)
+    committed = torch.load(reference.OUT, weights_only=True)["weights"]  # what it made
+    assert all(torch.equal(committed[k], result.weights[k]) for k in committed)
 
 
 def test_a_game_without_self_play_settings_is_refused_before_training() -> None:
@@ -115,10 +132,8 @@ def test_three_families_meta_train_with_elo_and_resume_bitwise(tiny_config: Fact
     assert float(table[-1]["elo"]) == elo and cut_elo == float(table[5]["elo"])
     sumo = [r for r in table if r["task"] == "Sumo"]
     assert all(0.0 <= float(r["success_rate"]) <= 1.0 for r in sumo)
-    events = EventAccumulator(str(straight / "tensorboard"), size_guidance={"scalars": 0})
-    events.Reload()
-    points = events.Scalars("Self-play/ELO")
-    assert points[-1].value == pytest.approx(elo) and points[-1].step == 3
+    points = scalars(straight / "tensorboard", "Self-play/ELO")
+    assert points and {p.step for p in points} <= {0, 1, 2, 3}  # games' meta-steps only
     state = torch.load(straight / "Brain/checkpoint.pt", weights_only=True)
     assert state["self_play"] == {"elo": elo}  # Reptile keeps the rating, not a ghost
 
@@ -147,6 +162,31 @@ def test_single_continues_its_ghost_across_chunks_and_resumes_it_exactly(
     for x, y in zip(one["snapshots"], two["snapshots"], strict=True):
         assert all(torch.equal(x[k], y[k]) for k in x)
     assert torch.equal(one["generator"], two["generator"])
+    assert "summaries" not in ghosts[0]  # written to the writers, not carried on
+
+
+def test_elo_is_written_per_summary_period_and_the_decisive_share_per_meta_step(
+    tiny_config: Factory,
+) -> None:
+    overrides = (*SELF_PLAY, "meta=single", "meta.tasks=[{name: Sumo}]", "meta.steps=3")
+    run = train(tiny_config(*overrides, "ppo.summary_freq=256"), "periods")
+    table = rows(run)
+    # 16 areas: 1024 learning-team agent-steps (64 env steps) per meta-step, 4 periods each
+    per_period = scalars(run / "tensorboard" / "env_steps", "EnvSteps/Self-play/ELO")
+    steps = [p.step for p in per_period]
+    assert len(steps) > 3 and steps == sorted(set(steps))
+    assert set(steps) <= {256 * k for k in range(1, 13)}
+    per_step = scalars(run / "tensorboard", "Self-play/ELO")
+    for point in per_step:  # a meta-step's point is its last period's
+        last = max((p for p in per_period if p.step <= 1024 * (point.step + 1)), key=step_of)
+        assert last.step > 1024 * point.step and point.value == last.value
+    # the run's rating after each meta-step stays in meta_steps.csv and the status
+    assert float(table[-1]["elo"]) == status(run)["Brain"]["elo"]
+    assert float(table[-1]["elo"]) != per_step[-1].value
+    share = [float(r["decisive_share"]) for r in table]
+    assert all(0.0 <= x <= 1.0 for x in share)
+    tagged = scalars(run / "tensorboard", "Self-play/Decisive Share")
+    assert [p.value for p in tagged] == pytest.approx(share)
 
 
 @pytest.mark.parametrize(
@@ -165,6 +205,15 @@ def test_single_continues_its_ghost_across_chunks_and_resumes_it_exactly(
         ((*SELF_PLAY, "ppo.self_play.save_steps=0"), "ppo.self_play.save_steps must be > 0"),
         ((*SELF_PLAY, "ppo.self_play.swap_steps=-1"), "ppo.self_play.swap_steps must be > 0"),
         ((*SELF_PLAY, "ppo.self_play.team_change=0"), "ppo.self_play.team_change must be > 0"),
+        ((*SELF_PLAY, "ppo.summary_freq=0"), "ppo.summary_freq must be > 0"),
+        (
+            (*SELF_PLAY, "meta.tasks=[{name: Sumo, params: {arena_shrink: -0.1}}]"),
+            r"Sumo parameter arena_shrink=-0.1 is outside \[0, 1\]",
+        ),
+        (
+            (*SELF_PLAY, "meta.tasks=[{name: Sumo, params: {arena_shrink: 1.5}}]"),
+            r"Sumo parameter arena_shrink=1.5 is outside \[0, 1\]",
+        ),
     ],
 )
 def test_bad_self_play_input_is_refused_before_the_run_exists(

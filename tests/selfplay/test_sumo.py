@@ -61,7 +61,7 @@ def test_a_push_moves_the_opponent_and_pushing_it_out_wins() -> None:
 
 
 def test_time_out_is_an_interrupted_draw_with_zero_final_reward() -> None:
-    env = envs.make("Sumo", num_areas=5, seed=2, max_step=3, shaping=1.0)
+    env = envs.make("Sumo", num_areas=5, seed=2, max_step=3, shaping=1.0, arena_shrink=0.0)
     for _ in range(3):
         env.step()
     for name in TEAM_BEHAVIORS:
@@ -118,3 +118,47 @@ def test_family_ranges_hold_out_test_values() -> None:
     assert {"arena_size", "agent_speed", "motor_rotation", "push_strength"} <= set(
         sumo.ranges("test")
     )
+
+
+def test_the_arena_shrinks_over_a_game_and_decides_it() -> None:
+    # arena 4, shrink 1, 100 steps: after e steps the half side is 2 * (1 - e / 100)
+    env = envs.make("Sumo", num_areas=1, seed=0, arena_size=4.0, arena_shrink=1.0, shaping=0.0)
+    core = env.core
+    core.pos[0, 0], core.pos[1, 0] = (0.5, 0.0), (-1.0, 0.0)  # team 1 farther from the centre
+    for e in range(1, 100):
+        env.step()  # nobody moves
+        (d0, t0), (d1, t1) = env.get_steps(T0), env.get_steps(T1)
+        if len(t0):
+            break
+        np.testing.assert_allclose(core.half[0], 2.0 * (1 - e / 100), rtol=1e-6)
+        # positions over the current half arena: the edge stays at +-1
+        np.testing.assert_allclose(d0.obs[0][0, 0], 0.5 / core.half[0], rtol=1e-6)
+        np.testing.assert_allclose(d1.obs[0][0, 4], 1.5 / core.half[0], rtol=1e-6)
+        half_from_obs = 2.0 * (1 - 1.0 * (1 - d0.obs[0][0, 9]))
+        np.testing.assert_allclose(half_from_obs, core.half[0], rtol=1e-5)
+    assert e == 51  # the edge passes x = -1 once 2 (1 - e / 100) < 1
+    assert t0.reward.tolist() == [1.0] and t1.reward.tolist() == [-1.0]
+    assert t0.interrupted.tolist() == [False]
+
+
+def test_both_out_at_once_is_a_draw_that_ended_and_no_shrink_is_the_fixed_arena() -> None:
+    env = envs.make("Sumo", num_areas=8, seed=3, arena_shrink=1.0, max_step=100)
+    first: dict[int, tuple[float, bool]] = {}
+    for _ in range(99):  # standing still at mirrored spawns: both leave at the same step
+        env.step()
+        terminals = env.get_steps(T0)[1]
+        ended = zip(terminals.agent_id, terminals.reward, terminals.interrupted, strict=True)
+        for i, r, cut in ended:
+            first.setdefault(int(i), (float(r), bool(cut)))
+    # every area's first game ended before the time-out, a draw that ended (rated), not cut
+    assert sorted(first) == list(range(8)) and set(first.values()) == {(0.0, False)}
+    fixed = envs.make("Sumo", num_areas=8, seed=3, arena_shrink=0.0, max_step=100)
+    first = fixed.get_steps(T0)[0].obs[0].copy()
+    for _ in range(99):
+        fixed.step()
+        assert len(fixed.get_steps(T0)[1]) == 0
+        np.testing.assert_array_equal(fixed.get_steps(T0)[0].obs[0][:, :2], first[:, :2])
+    fixed.step()
+    assert fixed.get_steps(T0)[1].interrupted.tolist() == [True] * 8  # the time-out
+    with pytest.raises(ValueError, match=r"arena_shrink=-0.5 is outside \[0, 1\]"):
+        envs.make("Sumo", arena_shrink=-0.5)

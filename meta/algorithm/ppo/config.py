@@ -105,12 +105,21 @@ class PPOConfig:
     optimizer: str = "adam"
     """`adam` (ML-Agents' optimizer) or `sgd` (plain gradient steps, as MAML's inner loop
     takes them); the inner trainings, the baselines and meta-eval's adaptation all use it."""
+    summary_freq: int = 50000
+    """Agent-steps between the summaries of a game's ELO (ML-Agents' summary_freq)."""
     self_play: SelfPlayConfig | None = None
     """ML-Agents' `self_play` section: games of teams train with the ghost trainer (None: off)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field, before any environment step."""
-        for name in ("batch_size", "buffer_size", "num_epoch", "time_horizon", "max_steps"):
+        for name in (
+            "batch_size",
+            "buffer_size",
+            "num_epoch",
+            "time_horizon",
+            "max_steps",
+            "summary_freq",
+        ):
             positive(f"ppo.{name}", getattr(self, name))
         for name in ("learning_rate", "max_grad_norm"):
             positive(f"ppo.{name}", getattr(self, name))

@@ -27,6 +27,8 @@ from meta.algorithm.selfplay.elo import compute_elo_rating_change
 Weights = dict[str, torch.Tensor]
 SelfPlayState = dict[str, Any]
 """A run's self-play state: {"elo": float} and, within a continuous training, "ghost"."""
+SUMMARIES = "summaries"
+"""Key of a training's ELO summaries in its state: (learning-team step, games, mean rating)."""
 LATEST = -1
 """current_opponent when the opponent plays the latest weights (ML-Agents' "current")."""
 COUNTERS = ("snapshot_counter", "current_opponent", "learning_team", "step", "ghost_step")
@@ -55,10 +57,13 @@ class Ghost:
     last_team_change: int = 0
 
     @classmethod
-    def start(cls, cfg: SelfPlayConfig, weights: Weights, elo: float, seed: int) -> Ghost:
+    def start(
+        cls, cfg: SelfPlayConfig, weights: Weights, elo: float, seed: int, learning_team: int = 0
+    ) -> Ghost:
         """A ghost whose first snapshot (and first opponent) is `weights`, rated `elo`."""
         generator = torch.Generator().manual_seed(seed)
         ghost = cls(cfg, cpu_copy(weights), generator, policy_elos=[float(elo)] * (cfg.window + 1))
+        ghost.learning_team = learning_team
         ghost.save_snapshot()
         ghost.opponent = ghost.snapshots[0]
         return ghost
@@ -77,13 +82,18 @@ class Ghost:
         """The learning policy changed (after an update): its new weights are the latest."""
         self.current_snapshot = cpu_copy(weights)
 
-    def record_games(self, results: Iterable[float]) -> None:
-        """Ratings after the learning team's finished games (1 win, 0.5 draw, 0 loss), in order."""
-        elos = self.policy_elos
+    def record_games(self, results: Iterable[float]) -> list[float]:
+        """Rate the learning team's finished games (1 win, 0.5 draw, 0 loss) in order.
+
+        Returns the learning policy's rating after each game (what ML-Agents reports).
+        """
+        elos, after = self.policy_elos, []
         for result in results:
             change = compute_elo_rating_change(elos[-1], elos[self.current_opponent], result)
             elos[self.current_opponent] -= change
             elos[-1] += change
+            after.append(elos[-1])
+        return after
 
     def advance(self, learning_steps: int, opponent_steps: int) -> tuple[bool, bool]:
         """Count steps; change team, save, swap when due; whether the team, the opponent changed."""
@@ -164,9 +174,16 @@ def run_state_after(
     up (so the trainings stay independent and may run side by side).
     """
     if continuous:
-        return results[-1] if results else state
+        return without_summaries(results[-1]) if results else state
     games = [r for r in results if r is not None and "ghost" in r]
     if not games:
         return state
     base = initial_elo if state is None else float(state["elo"])
     return {"elo": base + sum(float(r["elo"]) - base for r in games)}
+
+
+def without_summaries(state: SelfPlayState | None) -> SelfPlayState | None:
+    """A training's self-play state without its ELO summaries (written, not carried on)."""
+    if state is None:
+        return None
+    return {k: v for k, v in state.items() if k != SUMMARIES}

@@ -36,13 +36,20 @@ class MatchResult:
 
 
 def play_match(
-    env: AgentEnvironment, policy: Policy, opponent: Policy | str, seed: int
+    env: AgentEnvironment,
+    policy: Policy,
+    opponent: Policy | str,
+    seed: int,
+    deterministic: bool = False,
 ) -> MatchResult:
-    """The policy (team 0) against `opponent` (team 1: a policy or RANDOM), a game per area."""
+    """The policy (team 0) against `opponent` (team 1: a policy or RANDOM), a game per area.
+
+    `deterministic`: both policies play their mean action (RANDOM stays uniform).
+    """
     names = team_behaviors(env)
     generator = torch.Generator().manual_seed(seed)
-    ours = policy.frozen()
-    theirs = opponent.frozen() if isinstance(opponent, Policy) else None
+    ours = Player(policy, deterministic)
+    theirs = Player(opponent, deterministic) if isinstance(opponent, Policy) else None
     env.reset()
     obs = [env.get_steps(name)[0].obs[0] for name in names]
     ids = env.get_steps(names[0])[0].agent_id
@@ -67,11 +74,25 @@ def play_match(
     )
 
 
-def _act(policy: FrozenPolicy | None, obs: np.ndarray, generator: torch.Generator) -> np.ndarray:
-    """A team's moves: the policy's sampled actions, or uniform ones without a policy."""
-    if policy is None:
+class Player:
+    """A policy in a match: its sampled actions, or its mean ones when deterministic."""
+
+    def __init__(self, policy: Policy, deterministic: bool) -> None:
+        self.policy, self.deterministic = policy, deterministic
+        self.frozen: FrozenPolicy = policy.frozen()
+        self.device = next(policy.parameters()).device
+
+    def act(self, obs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Actions for a batch of observations."""
+        if self.deterministic:
+            return self.policy.act(obs, generator, deterministic=True)[0]
+        return self.frozen.act(obs, generator)[0]
+
+
+def _act(player: Player | None, obs: np.ndarray, generator: torch.Generator) -> np.ndarray:
+    """A team's moves: the player's actions, or uniform ones without a player."""
+    if player is None:
         uniform = torch.rand((len(obs), 2), generator=generator) * 2.0 - 1.0
         return uniform.numpy().astype(np.float32)
-    device = policy.std.device
-    action = policy.act(torch.from_numpy(obs).to(device), generator)[0]
+    action = player.act(torch.from_numpy(obs).to(player.device), generator)
     return np.clip(action.cpu().numpy(), -1.0, 1.0).astype(np.float32)

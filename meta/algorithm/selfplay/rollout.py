@@ -45,6 +45,14 @@ def team_behaviors(env: AgentEnvironment) -> list[str]:
     return [teams[0], teams[1]]
 
 
+def first_team(env: AgentEnvironment) -> int:
+    """The team of the first behavior the env registers: ML-Agents' first learning team."""
+    from envs.tasks.teams import team_of
+
+    team = team_of(next(iter(env.behavior_specs)))
+    return 0 if team is None else team
+
+
 class TeamCollector:
     """Steps both teams of a game; the ghost decides who learns and whom they play."""
 
@@ -79,6 +87,10 @@ class TeamCollector:
         self.episodes = EpisodeLog()
         self.results: list[float] = []
         """The learning team's episode results so far (1 win, 0.5 draw or time-out, 0 loss)."""
+        self.agent_steps = 0
+        """The learning team's agent-steps so far."""
+        self.ratings: list[tuple[int, float]] = []
+        """(agent_steps, the learning policy's rating after the game) of every rated game."""
 
     @property
     def num_agents(self) -> int:
@@ -189,12 +201,16 @@ class TeamCollector:
             results = [result_of(r) for r in terminal.reward.tolist()]
             self.results.extend(results)
             # ML-Agents rates only games that ended: a time-out (interrupted) moves no rating.
-            self.ghost.record_games(r for r, cut in zip(results, timed_out, strict=True) if not cut)
+            rated = self.ghost.record_games(
+                r for r, cut in zip(results, timed_out, strict=True) if not cut
+            )
+            self.ratings.extend((self.agent_steps + self.num_agents, elo) for elo in rated)
         rewards[t] = step_reward[learner]
         ended[t] = done
         self.episode_return += step_reward
         self.episode_length += 1
         self.trajectory_length += 1
+        self.agent_steps += self.num_agents
         if done.any():
             self.episodes.returns.extend(self.episode_return[learner, done].tolist())
             self.episodes.lengths.extend(self.episode_length[done].tolist())

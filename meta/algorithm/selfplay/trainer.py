@@ -17,14 +17,17 @@ from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.train import Schedule, run_updates, summary
 from meta.algorithm.ppo.weights import cpu_weights
-from meta.algorithm.selfplay.ghost import Ghost, SelfPlayState
-from meta.algorithm.selfplay.rollout import TeamCollector
+from meta.algorithm.selfplay.ghost import SUMMARIES, Ghost, SelfPlayState
+from meta.algorithm.selfplay.rollout import TeamCollector, first_team
+from meta.algorithm.selfplay.summaries import DECISIVE_STAT, decisive_share, elo_summaries
 from meta.observe.tags import ELO, WIN_RATE
 
 GHOST_SEED = 0x6057
 
 
-def ghost_for(cfg: PPOConfig, policy: Policy, state: SelfPlayState | None, seed: int) -> Ghost:
+def ghost_for(
+    cfg: PPOConfig, policy: Policy, state: SelfPlayState | None, seed: int, learning_team: int = 0
+) -> Ghost:
     """The ghost a training continues (state["ghost"]) or starts from the policy's weights."""
     self_play = cfg.self_play
     assert self_play is not None
@@ -32,7 +35,7 @@ def ghost_for(cfg: PPOConfig, policy: Policy, state: SelfPlayState | None, seed:
         return Ghost.from_state_dict(self_play, state["ghost"])
     elo = self_play.initial_elo if state is None else float(state["elo"])
     seed_seq = np.random.SeedSequence([seed, GHOST_SEED]).generate_state(1)[0]
-    return Ghost.start(self_play, cpu_weights(policy), elo, int(seed_seq))
+    return Ghost.start(self_play, cpu_weights(policy), elo, int(seed_seq), learning_team)
 
 
 def ghost_train(
@@ -56,7 +59,7 @@ def ghost_train(
     """
     timers = timers or NullTimers()
     generator = torch.Generator().manual_seed(seed)
-    ghost = ghost_for(cfg, policy, state, seed)
+    ghost = ghost_for(cfg, policy, state, seed, first_team(env))
     opponent = copy.deepcopy(policy)
     collector = TeamCollector(env, policy, opponent, ghost, generator, cfg.time_horizon, timers)
 
@@ -72,10 +75,11 @@ def ghost_train(
 
 
 def game_stats(collector: TeamCollector, elo: float) -> dict[str, float]:
-    """The learning policy's ELO and its team's win rate over the games it finished."""
+    """The learning policy's ELO, its team's win rate and the decisive share of its games."""
     results = np.asarray(collector.results, np.float64)
     wins = float((results == 1.0).mean()) if len(results) else float("nan")
-    return {ELO: elo, WIN_RATE: wins, "games": float(len(results))}
+    decisive = decisive_share(collector.results)
+    return {ELO: elo, WIN_RATE: wins, DECISIVE_STAT: decisive, "games": float(len(results))}
 
 
 def game_train(
@@ -118,4 +122,5 @@ def game_train(
         history, collector.episodes, games[WIN_RATE], steps, time.perf_counter() - started
     )
     stats.update(games)
+    state[SUMMARIES] = elo_summaries(collector.ratings, cfg.summary_freq, steps)
     return cpu_weights(policy), stats, updates, state

@@ -1,0 +1,55 @@
+"""Make Sumo.pt, the fixed reference player of games (run this file with the project's Python).
+
+The ghost trainer on Sumo's default task with the learning test's budget (64 areas, 500,000
+learning-team agent-steps, buffers of 4,096, batches of 512, learning rate 1e-3, 64 hidden
+units, ML-Agents' self_play defaults), seed 0, on CPU with one thread. The file holds its
+network settings beside its weights, so it plays against a run whatever the run's network.
+The learning test (tests/selfplay/test_selfplay_trainer.py) runs this same training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+import envs
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.train import InnerResult, inner_train, policy_for
+from meta.algorithm.selfplay.config import SelfPlayConfig
+
+OUT = Path(__file__).resolve().parent / "Sumo.pt"
+NETWORK = NetworkConfig(hidden_units=64)
+
+
+def budget() -> PPOConfig:
+    """The learning test's settings."""
+    return PPOConfig(
+        max_steps=500_000,
+        buffer_size=4096,
+        batch_size=512,
+        learning_rate=1e-3,
+        self_play=SelfPlayConfig(),
+    )
+
+
+def train(seed: int = 0) -> tuple[InnerResult, dict[str, torch.Tensor]]:
+    """The training from scratch and its start (environment, start and training seeds shifted)."""
+    torch.set_num_threads(1)
+    env = envs.make("Sumo", num_areas=64, seed=1 + seed)
+    theta = policy_for(env, NETWORK, seed=seed).state_dict()
+    return inner_train(env, theta, NETWORK, budget(), seed=3 + seed), theta
+
+
+def main() -> None:
+    """Train the reference and write it."""
+    result, _ = train()
+    torch.save({"network": dataclasses.asdict(NETWORK), "weights": result.weights}, OUT)
+    assert result.self_play_state is not None
+    elo, steps = result.self_play_state["elo"], result.stats["steps"]
+    print(f"{OUT.name}: ELO {elo:.1f} after {steps:.0f} steps")
+
+
+if __name__ == "__main__":
+    main()
