@@ -20,7 +20,14 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.policy import Policy, make_policy
-from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Rollout, Timers
+from meta.algorithm.ppo.rollout import (
+    Collector,
+    EpisodeLog,
+    NullTimers,
+    Rollout,
+    Timers,
+    revalued,
+)
 from meta.algorithm.ppo.update import ppo_update
 from meta.algorithm.selfplay.ghost import SelfPlayState
 from meta.runtime.threads import torch_threads
@@ -55,6 +62,8 @@ class InnerResult:
     """Adam's state after the training, to continue it in the next one."""
     self_play_state: SelfPlayState | None = None
     """The run's ELO after the training and, for a game, the ghost to continue it with."""
+    meta_gradient: dict[str, torch.Tensor] | None = None
+    """fomaml: the gradient of PPO's loss at the trained weights on a fresh buffer."""
 
 
 def train(
@@ -140,6 +149,7 @@ def run_updates(
                 if policy.normalize:
                     obs = rollout.obs.reshape(rollout.num_steps, -1)
                     policy.normalizer.update(obs.to(collector.device))
+                    rollout = revalued(rollout, policy)
                 update = ppo_update(policy, optimizer, rollout, cfg, current, generator, worker)
             history.append(update)
             if on_update is not None:
