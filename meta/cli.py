@@ -198,8 +198,8 @@ def _eval(cfg: DictConfig) -> None:
         cells = evaluate(checked, progress=True)
     except KeyboardInterrupt:
         fail("meta-eval", "interrupted before writing results; run it again to start over", 130)
-    print(table(cells, config.eval.threshold, config.eval.confidence))
-    print(f"meta-eval: done. Results in {checked.out_dir} (adaptation.csv, summary.csv, .png)")
+    print(table(cells, config.eval.success_target, config.eval.confidence))
+    print(f"meta-eval: done. Results in {checked.out_dir} (selection.csv, steps_to_80.csv, ...)")
 
 
 def eval_main() -> None:
