@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,9 +72,8 @@ def test_fomaml_runs_spends_the_query_buffer_and_resumes_bitwise(tiny_config: Fa
         weights_only=True,
     )
     assert not all(torch.equal(a[k], reptile[k]) for k in a)
-    rows = (Path(straight) / "meta_steps.csv").read_text().splitlines()
-    header = rows[0].split(",")
-    steps = {int(r.split(",")[header.index("inner_steps")]) for r in rows[1:]}
+    with (Path(straight) / "meta_steps.csv").open() as f:
+        steps = {int(row["inner_steps"]) for row in csv.DictReader(f)}
     cfg = tiny_config()
     assert steps == {cfg.ppo.max_steps + cfg.ppo.buffer_size}  # training + the fresh buffer
 
