@@ -258,7 +258,10 @@ def steps_to_target(
         tail = 100.0 * (1.0 - confidence) / 2.0
         low = np.percentile(reached, tail, method="lower")
         high = np.percentile(reached, 100.0 - tail, method="higher")
-        out.append(StepsToTarget(*key, *(_finite(v) for v in (point, low, high))))
+        family, split, method = key
+        out.append(
+            StepsToTarget(family, split, method, _finite(point), _finite(low), _finite(high))
+        )
     return out
 
 

@@ -34,6 +34,7 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_every_start_adapts_on_test_with_the_procedure_selected_on_validation(
     tiny_config: Factory,
 ) -> None:
