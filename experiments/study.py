@@ -1,10 +1,11 @@
 """`python experiments/study.py [--smoke] [--config study.yaml]`: meta-train seeds, then meta-eval.
 
-The meta-training seeds and each seed's joint baseline (meta.algorithm=joint on the same
-configuration, where meta-eval looks for it: <run>/eval/joint) train side by side, at most
-`workers` processes at once; then one meta-eval compares the seeds' starts with scratch and
-with their joint baselines, adapting in `workers` processes. The study's figure and summaries are
-copied to experiments/<name>/ (adaptation.png, steps_to_80.csv, summary.csv).
+The meta-training seeds, and those of the other meta-learners the study lists under `others`
+(e.g. `fomaml: [meta.algorithm=fomaml]`), train side by side, at most `workers` processes at
+once; then one meta-eval trains each seed's joint baselines (one per eval.joint_ppo entry, in
+<run>/eval/) and compares every start, each at the adaptation procedure it does best with on
+the selection split, adapting in `workers` processes. The study's figure, selection and
+summaries are copied to experiments/<copy_to>/.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 HERE = Path(__file__).resolve().parent
-COPIED = ("adaptation.png", "steps_to_80.csv", "summary.csv", "summary_per_seed.csv")
+COPIED = (
+    "adaptation.png",
+    "selection.csv",
+    "steps_to_80.csv",
+    "summary.csv",
+    "summary_per_seed.csv",
+)
 
 
 def command(script: str, function: str) -> list[str]:
@@ -71,26 +78,27 @@ def main() -> None:
     runtime = list(study.get("runtime", []))  # e.g. [runtime=ray, runtime.address=auto]
     ids = [name if len(seeds) == 1 else f"{name}_seed{s}" for s in seeds]
     results = Path(study.results_dir)
-    runs = [(run_id, str(results), seed, []) for run_id, seed in zip(ids, seeds, strict=True)]
-    runs += [  # the joint baselines, as meta-eval would train them (it reuses them)
-        ("joint", str(results / run_id / "eval"), seed, ["meta.algorithm=joint"])
-        for run_id, seed in zip(ids, seeds, strict=True)
-    ]
+    runs = [(run_id, seed, []) for run_id, seed in zip(ids, seeds, strict=True)]
+    others: list[str] = []
+    for learner, extra in dict(study.get("others", {})).items():
+        other_ids = [f"{name}_{learner}_seed{s}" for s in seeds]
+        runs += [(i, s, list(extra)) for i, s in zip(other_ids, seeds, strict=True)]
+        others += other_ids
     jobs = []
-    for run_id, parent, seed, extra in runs:
-        run_dir = Path(parent) / run_id
+    for run_id, seed, extra in runs:
+        run_dir = results / run_id
         if (run_dir / "Brain.pt").is_file():
             print(f"{run_dir} is trained already")
             continue
         resume = ["resume=true"] if run_dir.exists() else []
-        jobs.append([f"run_id={run_id}", f"results_dir={parent}", f"seed={seed}", *train, *extra])
+        jobs.append([f"run_id={run_id}", f"results_dir={results}", f"seed={seed}", *train, *extra])
         jobs[-1] += runtime
         jobs[-1] += resume
     started = time.perf_counter()
     run_all("meta-train", "train_main", jobs, workers)
     out = results / f"{name}_eval"
-    runs = f"eval.run_ids=[{','.join(ids)}]"
-    common = [f"run_id={ids[0]}", f"results_dir={results}", runs, f"eval.workers={workers}"]
+    evaluated = [f"eval.run_ids=[{','.join(ids)}]", f"eval.other_run_ids=[{','.join(others)}]"]
+    common = [f"run_id={ids[0]}", f"results_dir={results}", *evaluated, f"eval.workers={workers}"]
     common += runtime
     run("meta-eval", "eval_main", [*common, f"eval.out_dir={out}", *evaluate])
     wall = time.perf_counter() - started
@@ -100,7 +108,7 @@ def main() -> None:
         for file in COPIED:
             shutil.copyfile(out / file, target / file)
         print(f"copied {', '.join(COPIED)} to {target}")
-    print(f"study done in {wall:.0f} s: {out} (adaptation.png, steps_to_80.csv, summary.csv)")
+    print(f"study done in {wall:.0f} s: {out} ({', '.join(COPIED)})")
 
 
 if __name__ == "__main__":

@@ -227,8 +227,8 @@ def _eval(cfg: DictConfig) -> None:
         exit_at_once("meta-eval", "interrupted before writing results")
         fail("meta-eval", "interrupted before writing results; run it again to start over", code)
     exit_at_once("meta-eval", f"interrupted after writing results; {checked.out_dir} is complete")
-    print(table(cells, config.eval.threshold, config.eval.confidence))
-    print(f"meta-eval: done. Results in {checked.out_dir} (adaptation.csv, summary.csv, .png)")
+    print(table(cells, config.eval.success_target, config.eval.confidence))
+    print(f"meta-eval: done. Results in {checked.out_dir} (selection.csv, steps_to_80.csv, ...)")
 
 
 HYDRA_VALUED_FLAGS = (

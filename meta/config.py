@@ -6,12 +6,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import envs
 from envs.constants import SPLITS
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, positive
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.metric import check_objective
 
-ALGORITHMS = ("reptile", "joint", "single")
+ALGORITHMS = ("reptile", "fomaml", "joint", "single")
 INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
 RUNTIMES = ("local", "ray")
@@ -38,7 +39,8 @@ class MetaConfig:
     """The outer loop."""
 
     algorithm: str = "reptile"
-    """`reptile`, `joint` (multi-task PPO baseline) or `single` (plain PPO on one task)."""
+    """`reptile`, `fomaml` (first-order MAML), `joint` (multi-task PPO baseline) or `single`
+    (plain PPO on one task)."""
     steps: int = 100
     """Meta-steps K."""
     outer_lr: float = 0.5
@@ -82,9 +84,12 @@ class MetaConfig:
         positive("meta.steps", self.steps)
         positive("meta.meta_batch_size", self.meta_batch_size)
         positive("meta.joint_tasks", self.joint_tasks)
-        if not 0.0 < self.outer_lr <= 1.0:
+        if self.algorithm == "fomaml":
+            positive("meta.outer_lr", self.outer_lr)  # a step along a gradient, not a fraction
+            self._check_fomaml()
+        elif not 0.0 < self.outer_lr <= 1.0:
             raise ValueError(f"meta.outer_lr must be in (0, 1], got {self.outer_lr}")
-        if not 0.0 <= self.final_outer_lr <= 1.0:
+        if self.algorithm != "fomaml" and not 0.0 <= self.final_outer_lr <= 1.0:
             raise ValueError(f"meta.outer_lr_final must be in [0, 1], got {self.outer_lr_final}")
         if not self.tasks:
             raise ValueError("meta.tasks is empty: give at least one task family")
@@ -101,6 +106,17 @@ class MetaConfig:
                     f"meta.tasks[{i}] ({task.name}): weight must be a finite number > 0, "
                     f"got {task.weight}"
                 )
+
+    def _check_fomaml(self) -> None:
+        """FOMAML's meta-gradient is one behavior's PPO loss: no games of teams."""
+        for i, task in enumerate(self.tasks):
+            if task.name in envs.FAMILIES and envs.family(task.name).adversarial:
+                raise ValueError(
+                    f"meta=fomaml: meta.tasks[{i}] ({task.name}) is a game of teams; FOMAML's "
+                    "meta-gradient is one behavior's PPO loss (use meta=reptile for games)"
+                )
+        if self.final_outer_lr < 0:
+            raise ValueError(f"meta.outer_lr_final must be >= 0, got {self.outer_lr_final}")
 
 
 @dataclass
@@ -254,6 +270,11 @@ class Config:
         """Raise ValueError naming the first invalid field."""
         for part in (self.meta, self.ppo, self.network, self.env, self.runtime, self.checkpoint):
             part.validate()
+        if self.meta.algorithm == "fomaml" and self.ppo.self_play is not None:
+            raise ValueError(
+                "meta=fomaml with ppo.self_play: FOMAML's meta-gradient is one behavior's PPO "
+                "loss and cannot train a game of teams (use meta=reptile)"
+            )
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
         if self.optimized_metric:

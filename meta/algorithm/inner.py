@@ -37,6 +37,8 @@ class InnerResult:
     """Adam's state after the training, to continue it in the next one."""
     self_play_state: SelfPlayState | None = None
     """The run's ELO after the training and, for a game, the ghost to continue it with."""
+    meta_gradient: dict[str, torch.Tensor] | None = None
+    """fomaml: the gradient of PPO's loss at the trained weights on a fresh buffer."""
 
 
 def inner_train(

@@ -6,13 +6,13 @@ import math
 import zlib
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 from mlagents_envs.base_env import ActionTuple
 
-from envs.constants import BEHAVIOR_NAME, SPLITS
+from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.policy import Policy
@@ -22,7 +22,7 @@ from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.reptile import Task, TaskSampler
 from meta.config import Config, TaskConfig
 from meta.curriculum.lessons import EnvironmentParameters
-from meta.evaluation.config import EvalConfig
+from meta.evaluation.config import EVAL_SPLITS, EvalConfig, Procedure
 from meta.evaluation.games import adapt_game, game_columns, is_game, measure_game
 from meta.evaluation.statistics import Measurement
 from meta.runtime.envpool import EnvPool
@@ -51,26 +51,42 @@ class Setting:
     seed: int
     device: str = "cpu"
 
-    def steps_per_update(self, agents: int) -> int:
-        """Agent-steps one update collects (the buffer rounded up to whole rounds of agents)."""
-        return math.ceil(self.eval.buffer_size / agents) * agents
+    def buffer_size(self, procedure: Procedure) -> int:
+        """Agent-steps per update of `procedure`."""
+        return procedure.buffer_size or self.eval.buffer_size
 
-    def ppo(self, agents: int) -> PPOConfig:
-        """The run's PPO, its starting lr, beta and epsilon held constant, meta-eval's buffer."""
+    def steps_per_update(self, agents: int, procedure: Procedure | None = None) -> int:
+        """Agent-steps one update collects (the buffer rounded up to whole rounds of agents)."""
+        buffer = self.buffer_size(procedure or Procedure())
+        return math.ceil(buffer / agents) * agents
+
+    def ppo(self, agents: int, procedure: Procedure | None = None) -> PPOConfig:
+        """The run's PPO with the procedure's optimizer, learning rate and buffer, held constant."""
+        procedure = procedure or Procedure()
+        buffer = self.buffer_size(procedure)
         return replace(
             self.run.ppo,
-            buffer_size=self.eval.buffer_size,
-            batch_size=min(self.run.ppo.batch_size, self.eval.buffer_size),
-            max_steps=max(max(self.eval.budgets), 1) * self.steps_per_update(agents),
+            optimizer=procedure.optimizer or self.run.ppo.optimizer,
+            learning_rate=procedure.learning_rate or self.run.ppo.learning_rate,
+            buffer_size=buffer,
+            batch_size=min(self.run.ppo.batch_size, buffer),
+            max_steps=max(max(self.eval.budgets), 1) * self.steps_per_update(agents, procedure),
             learning_rate_schedule="constant",
             beta_schedule="constant",
             epsilon_schedule="constant",
         )
 
+    def label(self, procedure: Procedure) -> str:
+        """The procedure in words, e.g. `adam lr=0.003 buffer=512`."""
+        ppo = self.run.ppo
+        optimizer = procedure.optimizer or ppo.optimizer
+        learning_rate = procedure.learning_rate or ppo.learning_rate
+        return f"{optimizer} lr={learning_rate:g} buffer={self.buffer_size(procedure)}"
+
 
 def derived_seed(seed: int, split: str, family: str, *more: int) -> int:
     """A seed that is a pure function of meta-eval's seed and what it is for."""
-    words = [seed, SPLITS.index(split), zlib.crc32(family.encode()), *more]
+    words = [seed, EVAL_SPLITS.index(split), zlib.crc32(family.encode()), *more]
     return int(np.random.SeedSequence(words).generate_state(1)[0])
 
 
@@ -87,22 +103,24 @@ def sample_tasks(
 ) -> dict[tuple[str, str], list[EvalTask]]:
     """tasks_per_family tasks per (family, split), from streams training never draws from.
 
-    `train` tasks get the run's environment parameters as training did (they win); `test`
+    `train` and `validation` tasks (the train ranges, streams of their own) get the run's
+    environment parameters as training did (they win); `test`
     tasks keep their held-out ranges, environment parameters filling in the others only.
     Values that meta.tasks[*].params fixes or ranges are kept on both splits.
     """
     out: dict[tuple[str, str], list[EvalTask]] = {}
-    for split in setting.eval.splits:
+    ev = setting.eval
+    for split in dict.fromkeys([ev.selection_split, *ev.splits]):
         for family in family_configs(setting.run.meta.tasks):
-            sampler = TaskSampler([family], split)
+            sampler = TaskSampler([family], "test" if split == "test" else "train")
             rng = np.random.default_rng(derived_seed(setting.seed, split, family.name, _TASKS))
             tasks = []
             for i in range(setting.eval.tasks_per_family):
                 task, env_params = sampler.sample(rng), parameters.sample(rng)
                 merged = (
-                    {**task.params, **env_params}
-                    if split == "train"
-                    else {**env_params, **task.params}
+                    {**env_params, **task.params}
+                    if split == "test"
+                    else {**task.params, **env_params}
                 )
                 tasks.append(EvalTask(split, i, Task(task.family, merged)))
             out[family.name, split] = tasks
@@ -123,6 +141,10 @@ class AdaptJob:
     """Seed of the meta-training run the start comes from (recorded, not used to adapt)."""
     reference: Weights | None = None
     """The run's meta-learned weights: the fixed opponent games are also measured against."""
+    procedure: Procedure = field(default_factory=Procedure)
+    """How the start adapts (optimizer, learning rate, update size)."""
+    pretraining: str = ""
+    """joint: the PPO settings its start was pretrained with (recorded)."""
 
 
 def adapt_job(job: AdaptJob) -> list[Measurement]:
@@ -136,29 +158,20 @@ def adapt_job(job: AdaptJob) -> list[Measurement]:
     with slot as claimed:
         pool = EnvPool(env, claimed)
         try:
-            rows = adapt(
-                pool, job.setting, job.task, job.method, job.start, job.seed, job.reference
-            )
+            rows = adapt(pool, job)
         finally:
             pool.close()
-    return [replace(row, meta_seed=job.meta_seed) for row in rows]
+    return rows
 
 
-def adapt(
-    pool: EnvPool,
-    setting: Setting,
-    job: EvalTask,
-    method: str,
-    start: Weights | None,
-    seed: int,
-    reference: Weights | None = None,
-) -> list[Measurement]:
-    """Adapt from `start` (None: a fresh random init) and measure at every budget.
+def adapt(pool: EnvPool, adapt_job: AdaptJob) -> list[Measurement]:
+    """Adapt from the job's start (None: a fresh random init) and measure at every budget.
 
     A game of teams adapts with the ghost trainer and is measured by its win rates against
-    a random policy and against `reference` (meta.evaluation.games).
+    a random policy and against the run's weights (meta.evaluation.games).
     """
-    ev, task = setting.eval, job.task
+    setting, job, seed, start = adapt_job.setting, adapt_job.task, adapt_job.seed, adapt_job.start
+    ev, task, procedure = setting.eval, job.task, adapt_job.procedure
     game = is_game(task.family)
     adapt_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _ADAPT)
     budgets = set(ev.budgets)
@@ -176,9 +189,10 @@ def adapt(
                 snapshots[update] = cpu_weights(policy)
 
         if max(budgets) > 0 and game:
-            adapt_game(env, policy, setting.ppo(agents), adapt_seed, snapshot)
+            adapt_game(env, policy, setting.ppo(agents, procedure), adapt_seed, snapshot)
         elif max(budgets) > 0:
-            ppo_train(env, policy, setting.ppo(agents), seed=adapt_seed, on_update=snapshot)
+            ppo = setting.ppo(agents, procedure)
+            ppo_train(env, policy, ppo, seed=adapt_seed, on_update=snapshot)
     finally:
         pool.release(env)
     measure_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _MEASURE)
@@ -191,7 +205,7 @@ def adapt(
                 pool,
                 task,
                 policy,
-                reference,
+                adapt_job.reference,
                 setting.run.network,
                 ev.eval_episodes,
                 measure_seed,
@@ -202,18 +216,21 @@ def adapt(
             reward, success, episodes = measure(pool, setting, task, policy, measure_seed)
         rows.append(
             Measurement(
-                method=method,
+                method=adapt_job.method,
                 family=task.family,
                 split=job.split,
                 task=job.index,
                 seed=seed,
                 budget=budget,
-                env_steps=budget * setting.steps_per_update(agents),
+                env_steps=budget * setting.steps_per_update(agents, procedure),
                 mean_reward=reward,
                 success=success,
                 episodes=episodes,
                 task_params=task.params_json(),
                 **game_columns(scores),
+                meta_seed=adapt_job.meta_seed,
+                adaptation=setting.label(procedure),
+                pretraining=adapt_job.pretraining,
             )
         )
     return rows

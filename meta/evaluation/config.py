@@ -1,8 +1,38 @@
-"""Settings of meta-eval: which starts, tasks, budgets and statistics."""
+"""Settings of meta-eval: which starts, tasks, budgets, adaptation procedures and statistics."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from meta.algorithm.ppo.config import OPTIMIZERS
+
+SELECTION_SPLITS = ("validation", "train")
+"""Where each start's procedure may be chosen: tasks of the training distribution, never test."""
+EVAL_SPLITS = ("train", "test", "validation")
+"""meta-eval's task splits: `validation` draws from the `train` ranges with seeds of its own."""
+
+
+@dataclass
+class Procedure:
+    """PPO settings that differ from the run's own (null: the run's value)."""
+
+    optimizer: str | None = None
+    """`adam` or `sgd`; null: the run's ppo.optimizer."""
+    learning_rate: float | None = None
+    """Learning rate (constant while adapting); null: the run's ppo.learning_rate."""
+    buffer_size: int | None = None
+    """Agent-steps per update; null: eval.buffer_size (pretraining: the run's ppo.buffer_size)."""
+
+    def validate(self, where: str) -> None:
+        """Raise ValueError naming the first invalid field."""
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"{where}.optimizer: unknown optimizer {self.optimizer!r} (use one of {OPTIMIZERS})"
+            )
+        if self.learning_rate is not None and not self.learning_rate > 0:
+            raise ValueError(f"{where}.learning_rate must be > 0, got {self.learning_rate}")
+        if self.buffer_size is not None and not self.buffer_size > 0:
+            raise ValueError(f"{where}.buffer_size must be > 0, got {self.buffer_size}")
 
 
 @dataclass
@@ -11,17 +41,30 @@ class EvalConfig:
 
     joint_run_id: str | None = None
     """Run id (in results_dir) of a `joint` baseline; null: meta-eval trains one into
-    <run>/eval/joint with the run's own configuration and env-step budget."""
+    <run>/eval/joint per eval.joint_ppo entry, with the run's configuration and budget."""
+    joint_ppo: list[Procedure] = field(default_factory=lambda: [Procedure()])
+    """PPO settings the joint baseline is pretrained with, one baseline each (same env-step
+    budget); the one whose start adapts best on the selection split is the joint start."""
+    other_run_ids: list[str] = field(default_factory=list)
+    """Runs of other meta-learners (e.g. meta=fomaml) on the run's configuration, one per
+    meta-training seed of eval.run_ids; each is a start of its own, named by its algorithm."""
+    adaptation: list[Procedure] = field(default_factory=lambda: [Procedure()])
+    """Adaptation procedures; each start adapts with the one it does best with on the
+    selection split. The default: the run's own procedure alone."""
+    selection_split: str = "train"
+    """Tasks the procedures are chosen on: `train` (meta-eval's fresh training-distribution
+    tasks) or `validation` (the same ranges, seeds of their own); never `test`."""
     budgets: list[int] = field(default_factory=lambda: [0, 1, 2, 5, 10, 20])
-    """Adaptation budgets in PPO updates (of buffer_size agent-steps each)."""
+    """Adaptation budgets in PPO updates (of each procedure's buffer_size agent-steps)."""
     seeds: int = 5
     """Adaptation seeds per task and method."""
     tasks_per_family: int = 4
     """Tasks drawn per family and split."""
     splits: list[str] = field(default_factory=lambda: ["test", "train"])
-    """Task splits: held-out `test` ranges and fresh samples of the `train` ranges."""
+    """Task splits reported: held-out `test` ranges, fresh samples of the `train` ranges, and
+    `validation` (the train ranges, other seeds)."""
     buffer_size: int = 2048
-    """Agent-steps per adaptation update (constant schedules, the run's other PPO settings)."""
+    """Agent-steps per adaptation update, where a procedure does not set its own."""
     eval_episodes: int = 64
     """Episodes measured after each budget, without training."""
     deterministic: bool = True
@@ -30,10 +73,8 @@ class EvalConfig:
     """Resamples of the stratified bootstrap confidence intervals."""
     confidence: float = 0.95
     """Level of the confidence intervals."""
-    threshold: float = 0.8
-    """Steps-to-threshold: fraction of the best final success a method must reach."""
     success_target: float = 0.8
-    """steps_to_80.csv: the success IQM (absolute) whose first budget it reports."""
+    """Steps-to-80: the first budget whose success IQM (absolute) reaches this."""
     run_ids: list[str] = field(default_factory=list)
     """Meta-training runs evaluated together, one per seed (configurations equal but for
     `seed`); each gets its own joint baseline. Empty: `run_id` alone."""

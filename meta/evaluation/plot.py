@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from meta.evaluation.statistics import Cell, best_final_success
+from meta.evaluation.statistics import Cell
 from meta.run.atomic import atomic_write_bytes
 
 METRIC_LABELS = {"success": "success rate", "reward": "mean reward"}
@@ -98,8 +98,8 @@ def _steps(value: float) -> str:
     return "not reached" if math.isnan(value) else str(int(value))
 
 
-def table(cells: Sequence[Cell], threshold: float = 0.8, confidence: float = 0.95) -> str:
-    """The summary as text: IQM [CI] per budget and method, then steps to the threshold."""
+def table(cells: Sequence[Cell], target: float = 0.8, confidence: float = 0.95) -> str:
+    """The summary as text: IQM [CI] per budget and method, then steps to the success target."""
     names, width = methods(cells), 25
     lines = []
     for family, split in panels(cells):
@@ -109,22 +109,21 @@ def table(cells: Sequence[Cell], threshold: float = 0.8, confidence: float = 0.9
                 f"{family} / {split} tasks: {METRIC_LABELS[metric]}, "
                 f"IQM [{confidence:.0%} CI] over {max(c.n for c in panel)} task-seeds"
             )
-            lines.append(
-                f"{'budget':>6} {'env_steps':>9}  " + "".join(f"{m:<{width}}" for m in names)
-            )
+            lines.append(f"{'budget':>6}  " + "".join(f"{m:<{width}}" for m in names))
             for budget in sorted({c.budget for c in panel}):
                 row = {c.method: c for c in panel if c.budget == budget}
-                steps = next(iter(row.values())).env_steps
                 text = "".join(f"{_ci(row.get(m), metric):<{width}}" for m in names)
-                lines.append(f"{budget:>6} {steps:>9}  {text}")
+                lines.append(f"{budget:>6}  {text}")
             lines.append("")
-    lines.append(f"Adaptation env steps to reach {threshold:.0%} of the best final success")
-    lines.append(f"{'family':<12} {'split':<6} {'best':>6}  " + "".join(f"{m:<14}" for m in names))
-    best = best_final_success(cells)
+    lines.append(f"Adaptation env steps until the success IQM reaches {target:g} (steps_to_80.csv)")
+    lines.append(f"{'family':<12} {'split':<10} " + "".join(f"{m:<14}" for m in names))
     for family, split in panels(cells):
-        reached = {
-            c.method: c.steps_to_threshold for c in cells if (c.family, c.split) == (family, split)
-        }
+        reached = {c.method: c.steps_to_80 for c in cells if (c.family, c.split) == (family, split)}
         text = "".join(f"{_steps(reached.get(m, math.nan)):<14}" for m in names)
-        lines.append(f"{family:<12} {split:<6} {best[family, split]:>6.3f}  {text}")
+        lines.append(f"{family:<12} {split:<10} {text}")
+    procedures = dict.fromkeys((c.family, c.method, c.adaptation, c.pretraining) for c in cells)
+    lines.append("Adaptation procedures (selected on the selection split)")
+    for family, method, adaptation, pretraining in procedures:
+        pre = f" (pretrained: {pretraining})" if pretraining else ""
+        lines.append(f"  {family:<12} {method:<10} {adaptation}{pre}")
     return "\n".join(lines)

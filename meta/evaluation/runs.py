@@ -12,9 +12,10 @@ from omegaconf import OmegaConf
 
 import envs
 from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.train import policy_for
 from meta.config import Config, RuntimeConfig
-from meta.evaluation.config import EvalConfig
+from meta.evaluation.config import EvalConfig, Procedure
 from meta.evaluation.executor import Executor
 from meta.run.configuration import flatten
 from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError, latest_weights
@@ -48,6 +49,32 @@ class JointBaseline:
     run_id: str
     train: Config | None = None
     """The joint run's configuration when it still has to be trained (or resumed)."""
+    pretraining: str = ""
+    """The PPO settings it is pretrained with, in words (`adam lr=0.0003 buffer=2048`)."""
+
+
+def pretraining_label(ppo: PPOConfig) -> str:
+    """A pretraining's PPO settings in words."""
+    return f"{ppo.optimizer} lr={ppo.learning_rate:g} buffer={ppo.buffer_size}"
+
+
+def pretraining_ppo(run: Config, settings: Procedure) -> PPOConfig:
+    """The run's PPO with a joint pretraining's optimizer, learning rate and buffer."""
+    buffer = settings.buffer_size or run.ppo.buffer_size
+    return replace(
+        run.ppo,
+        optimizer=settings.optimizer or run.ppo.optimizer,
+        learning_rate=settings.learning_rate or run.ppo.learning_rate,
+        buffer_size=buffer,
+        batch_size=min(run.ppo.batch_size, buffer),
+    )
+
+
+def joint_dir_name(settings: Procedure, ppo: PPOConfig) -> str:
+    """`joint` for the run's own PPO settings, else `joint_<optimizer>_lr<lr>_buffer<size>`."""
+    if settings == Procedure():
+        return JOINT_RUN
+    return f"{JOINT_RUN}_{ppo.optimizer}_lr{ppo.learning_rate:g}_buffer{ppo.buffer_size}"
 
 
 def run_config(run_dir: Path, results_dir: str) -> Config:
@@ -110,31 +137,39 @@ def check_loads(run: Config, weights: Weights, what: str) -> None:
         env.close()
 
 
-def joint_training(run: Config, eval_dir: Path) -> JointBaseline:
-    """The joint run meta-eval trains: the run's config with meta.algorithm=joint."""
+def joint_training(run: Config, eval_dir: Path, settings: Procedure | None = None) -> JointBaseline:
+    """The joint run meta-eval trains: the run's config with meta.algorithm=joint.
+
+    `settings` replaces the run's optimizer, learning rate and buffer for the pretraining
+    (the env-step budget stays the run's).
+    """
     from meta.trainer import plan as train_plan
 
+    settings = settings or Procedure()
+    ppo = pretraining_ppo(run, settings)
+    name = joint_dir_name(settings, ppo)
     # games of teams cannot share a joint run's areas: the baseline trains the other families
     tasks = [t for t in run.meta.tasks if not envs.family(t.name).adversarial]
     cfg = replace(
         run,
+        ppo=ppo,
         meta=replace(run.meta, algorithm=JOINT_RUN, tasks=tasks or run.meta.tasks),
         results_dir=str(eval_dir),
         initialize_from=None,
         eval=EvalConfig(),
         runtime=RuntimeConfig(),  # a chain of trainings: nothing to run side by side
     )
-    joint_dir = eval_dir / JOINT_RUN
+    joint_dir, label = eval_dir / name, pretraining_label(ppo)
     same = _same_config(joint_dir, cfg)
     if same and (joint_dir / f"{BEHAVIOR_NAME}.pt").is_file():
         log.info("reusing the joint baseline in %s", joint_dir)
-        return JointBaseline(str(eval_dir), JOINT_RUN)
+        return JointBaseline(str(eval_dir), name, pretraining=label)
     if same and (joint_dir / BEHAVIOR_NAME / "checkpoint.pt").is_file():
         cfg = replace(cfg, resume=True)
     elif joint_dir.exists():
         cfg = replace(cfg, force=True)
-    train_plan(cfg, JOINT_RUN)
-    return JointBaseline(str(eval_dir), JOINT_RUN, cfg)
+    train_plan(cfg, name)
+    return JointBaseline(str(eval_dir), name, cfg, label)
 
 
 def _same_config(joint_dir: Path, cfg: Config) -> bool:
@@ -156,10 +191,10 @@ def train_joint(joint: JointBaseline) -> str:
 
 
 def joint_weights(
-    joints: Sequence[JointBaseline | None], executor: Executor, say: Callable[[str], None]
-) -> list[Weights | None]:
+    joints: Sequence[JointBaseline], executor: Executor, say: Callable[[str], None]
+) -> list[Weights]:
     """Each baseline's weights, training those that need it first (side by side)."""
-    pending = [j for j in joints if j is not None and j.train is not None]
+    pending = [j for j in joints if j.train is not None]
     for joint in pending:
         say(
             "meta-eval: training the joint baseline (meta.algorithm=joint) in "
@@ -167,4 +202,26 @@ def joint_weights(
         )
     for _ in executor.map(train_joint, pending):
         pass
-    return [None if j is None else latest_weights(j.results_dir, j.run_id) for j in joints]
+    return [latest_weights(j.results_dir, j.run_id) for j in joints]
+
+
+OTHER_FREE = ("meta.algorithm", "meta.outer_lr", "meta.outer_lr_final")
+"""Keys in which another meta-learner's run may differ from the evaluated run."""
+
+
+def check_other(reference: tuple[str, Config], other: tuple[str, Config]) -> None:
+    """ValueError unless `other` is another meta-learner on the run's configuration."""
+    (first_id, first), (other_id, cfg) = reference, other
+    if cfg.meta.algorithm in (first.meta.algorithm, JOINT_RUN, "scratch"):
+        raise ValueError(
+            f"eval.other_run_ids: run {other_id!r} has meta.algorithm={cfg.meta.algorithm!r}; "
+            f"give runs of another meta-learner than {first.meta.algorithm!r} (e.g. fomaml)"
+        )
+    mine, theirs = flatten(asdict(first)), flatten(asdict(cfg))
+    for key in sorted(set(mine) | set(theirs)):
+        if key in OTHER_FREE or _free(key) or mine.get(key) == theirs.get(key):
+            continue
+        raise ValueError(
+            f"eval.other_run_ids: {other_id!r} has {key}={theirs.get(key)!r}, {first_id!r} has "
+            f"{mine.get(key)!r} (other meta-learners may differ only in {', '.join(OTHER_FREE)})"
+        )

@@ -1,4 +1,4 @@
-"""meta-eval's statistics: interquartile mean, hierarchical bootstrap interval, steps-to-target.
+"""meta-eval's statistics: interquartile mean, hierarchical bootstrap interval, steps-to-80.
 
 Scores come as (meta-training seeds, tasks, adaptation seeds). A bootstrap replicate draws the
 meta-training seeds with replacement (all tasks share the draw: a meta-learned start is good or
@@ -13,7 +13,7 @@ import math
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -43,6 +43,10 @@ class Measurement:
     """Games of teams: the fraction won against the run's meta-learned weights (initial theta)."""
     win_rate_reference: float = float("nan")
     """Games of teams: the fraction won against the fixed reference policy of the project."""
+    adaptation: str = ""
+    """The adaptation procedure (e.g. `adam lr=0.003 buffer=512`)."""
+    pretraining: str = ""
+    """joint: the PPO settings its start was pretrained with."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +65,15 @@ class Cell:
     success_iqm: float
     success_low: float
     success_high: float
-    steps_to_threshold: float = math.nan
-    """Env steps to reach threshold x the best final success of the panel; NaN: not reached."""
+    steps_to_80: float = math.nan
+    """Env steps of the first budget whose success IQM reaches eval.success_target; NaN: not
+    reached (the same figure as steps_to_80.csv)."""
     meta_seeds: str = ""
     """The meta-training seeds the cell pools (`0` for one run's own cell, `0+1+2` pooled)."""
+    adaptation: str = ""
+    """The adaptation procedure the method was measured with."""
+    pretraining: str = ""
+    """joint: the PPO settings its start was pretrained with."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,12 @@ class StepsToTarget:
     ci_low: float
     ci_high: float
     """Percentile interval over bootstrap replicates; NaN where a replicate never reaches it."""
+    adaptation: str = ""
+    """The adaptation procedure selected for the method (e.g. `adam lr=0.003 buffer=512`)."""
+    selected_on: str = ""
+    """The split the procedure was selected on (never `test`)."""
+    pretraining: str = ""
+    """joint: the PPO settings of the pretraining selected with it."""
 
 
 def iqm(values: np.ndarray | Sequence[float], axis: int = -1) -> np.ndarray:
@@ -154,14 +169,15 @@ def summarise(
     seed: int = 0,
     samples: int = 2000,
     confidence: float = 0.95,
-    threshold: float = 0.8,
+    target: float = 0.8,
 ) -> list[Cell]:
-    """Cells per method, family, split and budget, with steps-to-threshold per panel."""
+    """Cells per method, family, split and budget, with each curve's steps to `target`."""
     groups: dict[tuple[str, str, str, int], dict[str, dict[int, dict[int, list[float]]]]] = (
         defaultdict(lambda: {m: defaultdict(lambda: defaultdict(list)) for m in METRICS})
     )
     seeds: set[int] = set()
     env_steps: dict[tuple[str, str, str, int], int] = {}
+    labels: dict[tuple[str, str], tuple[str, str]] = {}
     rank: dict[tuple[str, ...], int] = {}
     for m in measurements:
         rank.setdefault((m.family, m.split), len(rank))
@@ -170,6 +186,7 @@ def summarise(
         for metric in METRICS:
             groups[key][metric][m.meta_seed][m.task].append(getattr(m, metric))
         env_steps[key] = m.env_steps
+        labels[m.method, m.family] = (m.adaptation, m.pretraining)
         seeds.add(m.meta_seed)
     cells = []
     for key, by_metric in groups.items():
@@ -191,45 +208,25 @@ def summarise(
                 float(iqm(success.ravel())),
                 *success_ci,
                 meta_seeds="+".join(map(str, sorted(seeds))),
+                adaptation=labels[method, family][0],
+                pretraining=labels[method, family][1],
             )
         )
     cells.sort(key=lambda c: (rank[c.family, c.split], rank[(c.method,)], c.budget))
-    return _with_thresholds(cells, threshold)
+    return _with_steps(cells, target)
 
 
-def best_final_success(cells: Sequence[Cell]) -> dict[tuple[str, str], float]:
-    """Per (family, split): the highest success IQM any method reaches at its largest budget."""
-    final: dict[tuple[str, str, str], Cell] = {}
-    for cell in cells:
-        key = (cell.family, cell.split, cell.method)
-        if key not in final or cell.budget > final[key].budget:
-            final[key] = cell
-    best: dict[tuple[str, str], float] = {}
-    for (family, split, _), cell in final.items():
-        best[family, split] = max(best.get((family, split), -math.inf), cell.success_iqm)
-    return best
-
-
-def _with_thresholds(cells: list[Cell], threshold: float) -> list[Cell]:
-    """Fill steps_to_threshold; nothing is reached in a panel where no method ever succeeds."""
-    from dataclasses import replace
-
-    best = best_final_success(cells)
+def _with_steps(cells: list[Cell], target: float) -> list[Cell]:
+    """Fill steps_to_80: the first budget of each curve whose success IQM reaches `target`."""
     curves: dict[tuple[str, str, str], list[Cell]] = defaultdict(list)
     for cell in cells:
         curves[cell.family, cell.split, cell.method].append(cell)
     reached: dict[tuple[str, str, str], float] = {}
     for key, curve in curves.items():
-        top = best[key[0], key[1]]
         curve.sort(key=lambda c: c.budget)
-        reached[key] = (
-            steps_to_threshold(
-                [c.env_steps for c in curve], [c.success_iqm for c in curve], threshold * top
-            )
-            if top > 0
-            else math.nan
-        )
-    return [replace(c, steps_to_threshold=reached[c.family, c.split, c.method]) for c in cells]
+        steps, values = [c.env_steps for c in curve], [c.success_iqm for c in curve]
+        reached[key] = steps_to_threshold(steps, values, target)
+    return [replace(c, steps_to_80=reached[c.family, c.split, c.method]) for c in cells]
 
 
 def steps_to_target(
@@ -263,7 +260,10 @@ def steps_to_target(
         tail = 100.0 * (1.0 - confidence) / 2.0
         low = np.percentile(reached, tail, method="lower")
         high = np.percentile(reached, 100.0 - tail, method="higher")
-        out.append(StepsToTarget(*key, *(_finite(v) for v in (point, low, high))))
+        family, split, method = key
+        out.append(
+            StepsToTarget(family, split, method, _finite(point), _finite(low), _finite(high))
+        )
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from envs.interface import TaskEnvironment
+from meta.algorithm.fomaml import meta_gradient
 from meta.algorithm.inner import InnerResult, OptimizerState, SelfPlayState, inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
@@ -44,6 +45,8 @@ class InnerJob:
     """Whether the result keeps Adam's state (only a chain of trainings needs it back)."""
     self_play_state: SelfPlayState | None = None
     """A game's self-play state: the run's ELO and, to continue one, the ghost."""
+    meta_gradient: bool = False
+    """fomaml: also measure PPO's gradient at the trained weights on one fresh buffer."""
 
     def carrying(self, **state: Any) -> InnerJob:
         """The same job continuing from the state a previous training left (optimizer_state=...)."""
@@ -69,9 +72,21 @@ def run_job(job: InnerJob, theta: Weights, pool: EnvPool, timers: Timers) -> Inn
                 self_play_state=job.self_play_state,
                 schedule=None if job.schedule is None else job.schedule.at,
             )
+        if job.meta_gradient:
+            with timers.scope("meta_gradient"):
+                result = _with_meta_gradient(job, env, result)
     finally:
         pool.release(env)
     return result if job.returns_optimizer else replace(result, optimizer_state=None)
+
+
+def _with_meta_gradient(job: InnerJob, env: TaskEnvironment, result: InnerResult) -> InnerResult:
+    """The result with FOMAML's meta-gradient, its buffer counted in the training's steps."""
+    gradient, steps = meta_gradient(
+        env, result.weights, job.network, job.ppo, job.hyper, job.seed, job.device
+    )
+    stats = {**result.stats, "steps": result.stats["steps"] + steps}
+    return replace(result, meta_gradient=gradient, stats=stats)
 
 
 def _env(pool: EnvPool, tasks: list[Task], seed: int) -> TaskEnvironment:

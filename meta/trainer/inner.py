@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from meta.algorithm import reptile
+from meta.algorithm.fomaml import FOMAML
 from meta.algorithm.inner import InnerResult, OptimizerState, SelfPlayState
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
@@ -28,6 +29,8 @@ from meta.runtime.jobs import InnerJob
 from meta.trainer.preflight import Plan
 
 log = logging.getLogger(__name__)
+META_LEARNERS = ("reptile", FOMAML)
+"""Algorithms whose inner trainings each start from theta (and may run side by side)."""
 
 
 class BuildsExhausted(RuntimeError):
@@ -81,7 +84,7 @@ class InnerTrainings:
         a fresh Adam, and the executor may run them side by side. Games start from the run's
         ELO in `self_play_state`; joint and single also continue its ghost.
         """
-        continuous = self.cfg.meta.algorithm != "reptile"
+        continuous = self.cfg.meta.algorithm not in META_LEARNERS
         play = self_play_state if continuous else elo_only(self_play_state)
         jobs = [job.carrying(self_play_state=play) for job in self.jobs(k, tasks, hyper)]
         on_crash = partial(self._crashed, k)
@@ -120,7 +123,7 @@ class InnerTrainings:
     def carries_optimizer(self) -> bool:
         """Whether Adam's state carries over between trainings (always for joint and single)."""
         meta = self.cfg.meta
-        return meta.algorithm != "reptile" or meta.inner_optimizer == "carry"
+        return meta.algorithm not in META_LEARNERS or meta.inner_optimizer == "carry"
 
     def jobs(self, k: int, tasks: list[reptile.Task], hyper: Hyper) -> list[InnerJob]:
         """The meta-step's inner trainings as jobs, each with its own seed."""
@@ -138,10 +141,11 @@ class InnerTrainings:
                 hyper=hyper,
                 device=cfg.torch_device,
                 returns_optimizer=self.carries_optimizer,
+                meta_gradient=cfg.meta.algorithm == FOMAML,
                 **more,
             )
 
-        if cfg.meta.algorithm == "reptile":
+        if cfg.meta.algorithm in META_LEARNERS:
             return [job(i, (t,), cfg.ppo) for i, t in enumerate(tasks)]
         # joint and single continue theta and Adam for reptile's env-step budget: each
         # chunk picks up the run's linear schedules where the last one stopped, so the

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
+from meta.algorithm.fomaml import FOMAML, fomaml_update
 from meta.algorithm.inner import InnerResult, OptimizerState, SelfPlayState, is_game
 from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.config import SelfPlayConfig
@@ -40,7 +41,7 @@ from meta.run.records import (
     table_columns,
     update_rows,
 )
-from meta.trainer.inner import InnerTrainings
+from meta.trainer.inner import META_LEARNERS, InnerTrainings
 from meta.trainer.preflight import Plan
 
 OPTIMIZER = "optimizer"
@@ -198,9 +199,14 @@ class MetaTrainer:
         return table
 
     def _outer_update(self, results: list[InnerResult], outer_lr: float) -> dict[str, torch.Tensor]:
-        """Reptile interpolates theta towards the trained weights; joint and single take them."""
+        """Reptile interpolates theta towards the trained weights; FOMAML steps along the mean
+        meta-gradient; joint and single take the trained weights."""
+        trained = [r.weights for r in results]
         if self.cfg.meta.algorithm == "reptile":
-            return reptile.reptile_update(self.theta, [r.weights for r in results], outer_lr)
+            return reptile.reptile_update(self.theta, trained, outer_lr)
+        if self.cfg.meta.algorithm == FOMAML:
+            gradients = [r.meta_gradient for r in results if r.meta_gradient is not None]
+            return fomaml_update(self.theta, trained, gradients, outer_lr)
         return results[0].weights
 
     def _self_play_after(self, results: list[InnerResult]) -> SelfPlayState | None:
@@ -208,7 +214,7 @@ class MetaTrainer:
         return run_state_after(
             self.self_play_state,
             [r.self_play_state for r in results],
-            self.cfg.meta.algorithm != "reptile",
+            self.cfg.meta.algorithm not in META_LEARNERS,
             (self.cfg.ppo.self_play or SelfPlayConfig()).initial_elo,
         )
 

@@ -57,8 +57,10 @@ SUMMARY_COLUMNS = [
     "success_iqm",
     "success_low",
     "success_high",
-    "steps_to_threshold",
+    "steps_to_80",
     "meta_seeds",
+    "adaptation",
+    "pretraining",
 ]
 
 
@@ -294,7 +296,18 @@ def test_several_runs_side_by_side_processes_give_the_sequential_results(
     per_seed = read_csv(out / "seq" / "summary_per_seed.csv")
     assert {r["meta_seeds"] for r in per_seed} == {"0", "1"}
     steps = read_csv(out / "seq" / "steps_to_80.csv")
-    assert list(steps[0]) == ["family", "split", "method", "steps_to_80", "ci_low", "ci_high"]
+    assert list(steps[0]) == [
+        "family",
+        "split",
+        "method",
+        "steps_to_80",
+        "ci_low",
+        "ci_high",
+        "adaptation",
+        "selected_on",
+        "pretraining",
+    ]
+    assert {r["selected_on"] for r in steps} == {"train"}
     assert (out / "s0" / "eval" / "joint" / "Brain.pt").is_file()  # a baseline per seed
     assert (out / "s1" / "eval" / "joint" / "Brain.pt").is_file()
 

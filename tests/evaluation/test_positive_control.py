@@ -2,8 +2,8 @@
 
 A positive control is only a control if every one of its tasks can be solved by adaptation:
 one held-out task of each study (hidden goal, hidden rotation), adapted from a random start
-with the study's PPO settings, succeeds in at least 90% of fresh episodes within the study's
-largest adaptation budget.
+with the study's adaptation procedures, succeeds in at least 90% of fresh episodes within the
+study's largest adaptation budget with one of them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from envs.constants import BEHAVIOR_NAME
 from meta.cli import CONFIG_DIR, register_configs
 from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters
-from meta.evaluation.adapt import Setting, adapt, sample_tasks
+from meta.evaluation.adapt import AdaptJob, Setting, adapt, sample_tasks
 from meta.runtime.envpool import EnvPool
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
@@ -47,6 +47,12 @@ def test_one_task_reaches_90_percent_from_scratch_within_the_largest_budget(name
     family = cfg.meta.tasks[0].name
     tasks = sample_tasks(setting, parse_environment_parameters({}, [BEHAVIOR_NAME]))
     job = tasks[family, "test"][0]
-    rows = adapt(EnvPool(cfg.env), setting, job, "scratch", None, seed=0)
-    final = next(r for r in rows if r.budget == largest)
-    assert final.success >= 0.9, f"{name}: {job.task.params} reached {final.success:.2f}"
+    best = 0.0
+    for procedure in cfg.eval.adaptation:
+        rows = adapt(
+            EnvPool(cfg.env), AdaptJob(setting, job, "scratch", None, 0, procedure=procedure)
+        )
+        best = max(best, next(r for r in rows if r.budget == largest).success)
+        if best >= 0.9:
+            break
+    assert best >= 0.9, f"{name}: {job.task.params} reached {best:.2f}"

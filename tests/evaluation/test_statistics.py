@@ -78,7 +78,7 @@ def _measurements(method: str, curve: list[float], split: str = "test") -> list[
     ]
 
 
-def test_summary_cells_and_steps_to_80_percent_of_the_best_final_success() -> None:
+def test_summary_cells_and_steps_to_an_absolute_success_target() -> None:
     rows = (
         _measurements("reptile", [0.1, 0.7, 0.9, 1.0])
         + _measurements("scratch", [0.0, 0.1, 0.3, 0.5])
@@ -92,12 +92,20 @@ def test_summary_cells_and_steps_to_80_percent_of_the_best_final_success() -> No
         ("joint", "test"),
         ("reptile", "train"),
     ]
-    reached = {(c.method, c.split): c.steps_to_threshold for c in cells}
-    # best final success 1.0 -> threshold 0.8, met by reptile at budget 2, joint at 1
+    reached = {(c.method, c.split): c.steps_to_80 for c in cells}
+    # the target is 0.8 success, absolute: reptile at budget 2, joint at 1, scratch never
     assert reached["reptile", "test"] == 200
     assert reached["joint", "test"] == 100
     assert math.isnan(reached["scratch", "test"])
-    assert math.isnan(reached["reptile", "train"])  # nobody succeeds: nothing is reached
+    assert math.isnan(reached["reptile", "train"])
+    # the same figure as steps_to_80.csv's, for every curve
+    steps = {(s.method, s.split): s.steps_to_80 for s in steps_to_target(rows, 0.8, samples=100)}
+    assert steps.keys() == reached.keys()
+    for key, value in reached.items():
+        assert value == steps[key] or (math.isnan(value) and math.isnan(steps[key]))
+    # a lower target is met earlier: the definition does not depend on the other methods
+    lower = {(c.method, c.split): c.steps_to_80 for c in summarise(rows, samples=100, target=0.5)}
+    assert (lower["reptile", "test"], lower["scratch", "test"]) == (100, 500)
     cell = next(c for c in cells if (c.method, c.budget) == ("scratch", 5))
     assert (cell.n, cell.env_steps, cell.success_iqm) == (6, 500, pytest.approx(0.5))
     assert cell.success_low == cell.success_high == pytest.approx(0.5)

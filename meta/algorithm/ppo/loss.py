@@ -126,3 +126,13 @@ def gradient_step(
     optimizer.step()
     policy_loss, entropy, approx_kl, clip_fraction = actor
     return tuple(torch.stack([policy_loss, value_loss, entropy, approx_kl, clip_fraction]).tolist())
+
+
+def loss_gradient(
+    policy: Policy, batch: Minibatch, cfg: PPOConfig, epsilon: float, beta: float
+) -> None:
+    """Leave the clipped gradient of PPO's loss on `batch` in the parameters' .grad (no step)."""
+    policy.zero_grad()
+    _actor_half(policy, batch, epsilon, beta)
+    _critic_half(policy, batch, epsilon, cfg.value_coef)
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)

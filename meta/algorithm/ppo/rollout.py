@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,6 +34,18 @@ class NullTimers:
         return contextlib.nullcontext()
 
 
+@dataclass(frozen=True)
+class Bootstrap:
+    """The observations a buffer's next-state values come from, beside its own obs."""
+
+    last_obs: torch.Tensor
+    """The observation after the buffer's last step, (n, obs)."""
+    ended: np.ndarray
+    """(T, n): True where the task ended the episode at t (its next value is 0)."""
+    pieces: Pieces
+    """Trajectories cut before their end, with the observation to bootstrap each from."""
+
+
 @dataclass
 class Rollout:
     """One buffer of experience, time-major: tensors of shape (T, n, ...)."""
@@ -47,6 +59,8 @@ class Rollout:
     """Bootstrap value of the next state: V(s'), V(terminal obs) on time-outs, 0 on terminals."""
     boundaries: torch.Tensor
     """1 where the recursion stops after t: episode end or a trajectory cut at time_horizon."""
+    bootstrap: Bootstrap | None = None
+    """What the values are estimated from, to estimate them again (revalued)."""
 
     @property
     def num_steps(self) -> int:
@@ -160,7 +174,8 @@ class Collector:
             boundaries[t] = cut
             self.trajectory_length[cut] = 0
             self.obs = decision.obs[0]
-        values[steps].copy_(acting.value(torch.from_numpy(self.obs).to(self.device)))
+        last_obs = torch.from_numpy(self.obs.copy())
+        values[steps].copy_(acting.value(last_obs.to(self.device)))
         next_values = next_state_values(acting, values, ended, timeouts, self.device)
         return Rollout(
             obs,
@@ -170,6 +185,7 @@ class Collector:
             torch.from_numpy(rewards),
             next_values,
             torch.from_numpy(boundaries),
+            Bootstrap(last_obs, ended, timeouts),
         )
 
     def _log_episodes(self, rewards: np.ndarray, ended: np.ndarray) -> None:
@@ -205,6 +221,25 @@ def next_state_values(
         cols = torch.from_numpy(np.concatenate([i for _, i, _ in pieces]))
         next_values[rows, cols] = final_values
     return next_values
+
+
+def revalued(rollout: Rollout, policy: Policy) -> Rollout:
+    """The buffer with its values and next-state values estimated again by `policy`.
+
+    ML-Agents updates the normaliser with a trajectory and then estimates its values with the
+    updated statistics (`get_trajectory_value_estimates`); the values from acting are stale by
+    one update of the normaliser, most of all for a fresh start's first buffer. The actions'
+    log-probabilities stay those of the acting policy, as in ML-Agents.
+    """
+    if rollout.bootstrap is None:
+        return rollout
+    b, (steps, n) = rollout.bootstrap, rollout.rewards.shape
+    device = next(policy.parameters()).device
+    acting = policy.frozen()
+    every = torch.cat([rollout.obs.reshape(steps * n, -1), b.last_obs]).to(device)
+    values = acting.value(every).cpu().reshape(steps + 1, n)
+    next_values = next_state_values(acting, values, b.ended, b.pieces, device)
+    return replace(rollout, values=values[:-1], next_values=next_values)
 
 
 def id_lookup(agent_ids: np.ndarray) -> Any:

@@ -21,7 +21,14 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.policy import Policy, make_policy
-from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Rollout, Timers
+from meta.algorithm.ppo.rollout import (
+    Collector,
+    EpisodeLog,
+    NullTimers,
+    Rollout,
+    Timers,
+    revalued,
+)
 from meta.algorithm.ppo.update import ppo_update
 from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
 from meta.runtime.threads import torch_threads
@@ -115,6 +122,7 @@ def run_updates(
                 if policy.normalize:
                     obs = rollout.obs.reshape(rollout.num_steps, -1)
                     policy.normalizer.update(obs.to(collector.device))
+                    rollout = revalued(rollout, policy)
                 update = ppo_update(policy, optimizer, rollout, cfg, current, generator, worker)
             history.append(update)
             if on_update is not None:

@@ -18,6 +18,7 @@ from mlagents_envs.base_env import ActionTuple
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.policy import FrozenPolicy, Policy
 from meta.algorithm.ppo.rollout import (
+    Bootstrap,
     EpisodeLog,
     NullTimers,
     Pieces,
@@ -147,8 +148,8 @@ class TeamCollector:
                 self._restart()
             boundaries[t] = cut
             self.trajectory_length[cut] = 0
-        last = torch.from_numpy(self.obs[self.ghost.learning_team]).to(self.device)
-        values[steps].copy_(acting.value(last))
+        last = torch.from_numpy(self.obs[self.ghost.learning_team].copy())
+        values[steps].copy_(acting.value(last.to(self.device)))
         next_values = next_state_values(acting, values, ended, bootstraps, self.device)
         return Rollout(
             obs,
@@ -158,6 +159,7 @@ class TeamCollector:
             torch.from_numpy(rewards),
             next_values,
             torch.from_numpy(boundaries),
+            Bootstrap(last, ended, bootstraps),
         )
 
     def _restart(self) -> None:

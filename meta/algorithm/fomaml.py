@@ -1,0 +1,107 @@
+"""First-order MAML (Nichol et al. 2018, section 5) on state_dicts, beside Reptile.
+
+After the inner training from theta gives phi_i on task i, FOMAML's meta-gradient g_i is the
+gradient of the inner PPO loss at phi_i on fresh experience of the same task (one more buffer,
+collected by phi_i); theta <- theta - epsilon * mean_i g_i, with Reptile's outer step size and
+schedule. The observation normaliser is not trained by gradients: its statistics move towards
+the trained ones as Reptile moves them, by min(epsilon, 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from envs.constants import BEHAVIOR_NAME
+from envs.interface import AgentEnvironment
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.loss import Minibatch, loss_gradient
+from meta.algorithm.ppo.rollout import Collector
+from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.update import compute_gae
+from meta.algorithm.reptile import NORMALIZER_PREFIX, Weights, interpolate
+
+FOMAML = "fomaml"
+_QUERY = 0x0F0A
+
+
+def query_seed(seed: int) -> int:
+    """Seed of the fresh buffer the meta-gradient is measured on (not the training's)."""
+    return int(np.random.SeedSequence([seed, _QUERY]).generate_state(1)[0])
+
+
+def meta_gradient(
+    env: AgentEnvironment,
+    weights: Mapping[str, torch.Tensor],
+    network: NetworkConfig,
+    cfg: PPOConfig,
+    hyper: Hyper,
+    seed: int,
+    device: str = "cpu",
+) -> tuple[Weights, int]:
+    """The gradient of PPO's loss at `weights` on one fresh buffer; and its agent-steps.
+
+    The buffer is collected by the trained policy from a reset of `env`; the loss is the inner
+    training's (clipped surrogate at ratio 1, entropy, clipped value loss, advantages
+    normalised over the buffer), its gradient clipped to cfg.max_grad_norm as every inner step.
+    """
+    policy = policy_for(env, network).to(device)
+    policy.load_state_dict(dict(weights))
+    generator = torch.Generator().manual_seed(query_seed(seed))
+    collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon)
+    rollout = collector.collect(max(math.ceil(cfg.buffer_size / collector.num_agents), 1))
+    advantages, returns = compute_gae(
+        rollout.rewards,
+        rollout.values,
+        rollout.next_values,
+        rollout.boundaries,
+        cfg.gamma,
+        cfg.lambd,
+    )
+    n = rollout.num_steps
+    flat = [x.reshape(n, *x.shape[2:]).to(device) for x in (rollout.actions, rollout.log_probs)]
+    adv = advantages.reshape(n).to(device)
+    std, mean = torch.std_mean(adv)
+    with torch.no_grad():
+        features = policy.features(rollout.obs.reshape(n, -1).to(device))
+    batch = Minibatch(
+        features,
+        flat[0],
+        flat[1],
+        rollout.values.reshape(n).to(device),
+        (adv - mean) / (std + 1e-8),
+        returns.reshape(n).to(device),
+    )
+    loss_gradient(policy, batch, cfg, hyper.epsilon, hyper.beta)
+    names = dict(policy.named_parameters())
+    gradient = {k: names[k].grad.detach().to("cpu", copy=True) for k in names}  # type: ignore[union-attr]
+    return gradient, n
+
+
+def fomaml_update(
+    theta: Mapping[str, torch.Tensor],
+    trained: Sequence[Mapping[str, torch.Tensor]],
+    gradients: Sequence[Mapping[str, torch.Tensor]],
+    step_size: float,
+) -> Weights:
+    """theta - epsilon * mean_i g_i; the normaliser's statistics towards the trained mean."""
+    out: Weights = {}
+    for key in gradients[0]:
+        mean = torch.stack([g[key] for g in gradients]).mean(0)
+        out[key] = theta[key] - step_size * mean
+    statistics = [k for k in theta if k.startswith(NORMALIZER_PREFIX)]
+    if statistics:
+        moved = interpolate(
+            {k: theta[k] for k in statistics},
+            {k: torch.stack([w[k] for w in trained]).mean(0) for k in statistics},
+            min(step_size, 1.0),
+        )
+        out.update(moved)
+    missing = set(theta) - set(out)
+    if missing:
+        raise ValueError(f"fomaml: no gradient for {sorted(missing)[:3]}")
+    return {k: out[k] for k in theta}

@@ -1,0 +1,209 @@
+"""meta-eval's plan: the options, runs, weights, baselines and tasks, checked before any work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import envs
+from envs.constants import BEHAVIOR_NAME
+from meta.config import Config, RuntimeConfig
+from meta.curriculum.lessons import parse_environment_parameters
+from meta.evaluation.adapt import EvalTask, Setting, Weights, sample_tasks
+from meta.evaluation.config import EVAL_SPLITS, SELECTION_SPLITS, EvalConfig, Procedure
+from meta.evaluation.runs import (
+    JOINT_RUN,
+    JointBaseline,
+    check_loads,
+    check_other,
+    check_same,
+    joint_training,
+    load_run,
+)
+from meta.run.directory import STATUS_FILE, RunError, check_inside, latest_weights
+from meta.run.names import check_name
+from meta.run.status import TrainingStatus
+from meta.runtime.cluster import Cluster, join_or_start_ray
+
+EVAL_DIR = "eval"
+
+
+@dataclass
+class RunStart:
+    """One meta-training run to evaluate: its weights, its joint baselines, other learners."""
+
+    run_id: str
+    seed: int
+    weights: Weights
+    joints: list[JointBaseline]
+    others: dict[str, Weights] = field(default_factory=dict)
+    """Other meta-learners' weights on the same seed, by algorithm (e.g. fomaml)."""
+
+
+@dataclass
+class EvalPlan:
+    """Everything checked before any work: the runs, their weights and baselines, the tasks."""
+
+    setting: Setting
+    runs: list[RunStart]
+    tasks: dict[tuple[str, str], list[EvalTask]]
+    """Tasks per (family, split), the same for every run."""
+    out_dir: Path
+    """Where the results go."""
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    """Where the adaptation jobs run (the meta-eval command's `runtime`)."""
+    cluster: Cluster | None = None
+    """The Ray connection (runtime=ray), made before anything is written."""
+
+    @property
+    def run_id(self) -> str:
+        """The first run's id."""
+        return self.runs[0].run_id
+
+    @property
+    def weights(self) -> Weights:
+        """The first run's weights."""
+        return self.runs[0].weights
+
+    @property
+    def joint(self) -> JointBaseline | None:
+        """The first run's first joint baseline."""
+        return next(iter(self.runs[0].joints), None)
+
+
+def check_eval(ev: EvalConfig) -> None:
+    """Raise ValueError naming the first invalid eval.* field."""
+    if not ev.budgets:
+        raise ValueError("eval.budgets is empty: give adaptation budgets in PPO updates")
+    if any(b < 0 for b in ev.budgets):
+        raise ValueError(f"eval.budgets must be >= 0, got {list(ev.budgets)}")
+    for name in (
+        "seeds",
+        "tasks_per_family",
+        "buffer_size",
+        "eval_episodes",
+        "bootstrap_samples",
+        "workers",
+    ):
+        if getattr(ev, name) <= 0:
+            raise ValueError(f"eval.{name} must be > 0, got {getattr(ev, name)}")
+    if not ev.splits or any(s not in EVAL_SPLITS for s in ev.splits):
+        raise ValueError(f"eval.splits must name splits among {EVAL_SPLITS}, got {list(ev.splits)}")
+    if ev.selection_split not in SELECTION_SPLITS:
+        raise ValueError(
+            f"eval.selection_split must be one of {SELECTION_SPLITS} (tasks of the training "
+            f"distribution, never test), got {ev.selection_split!r}"
+        )
+    for name in ("adaptation", "joint_ppo"):
+        entries = getattr(ev, name)
+        if not entries:
+            raise ValueError(f"eval.{name} is empty: give at least one entry ({{}}: the run's own)")
+        for i, entry in enumerate(entries):
+            entry.validate(f"eval.{name}[{i}]")
+        if len(set(map(repr, entries))) != len(entries):
+            raise ValueError(f"eval.{name} lists an entry twice: {list(map(repr, entries))}")
+    if ev.joint_run_id and ev.joint_ppo != [Procedure()]:
+        raise ValueError(
+            "eval.joint_run_id gives the joint baseline; eval.joint_ppo (which trains one per "
+            "entry) must then be left at its default"
+        )
+    if not 0.0 < ev.confidence < 1.0:
+        raise ValueError(f"eval.confidence must be in (0, 1), got {ev.confidence}")
+    if not 0.0 < ev.success_target <= 1.0:
+        raise ValueError(f"eval.success_target must be in (0, 1], got {ev.success_target}")
+    if len(set(ev.run_ids)) != len(ev.run_ids):
+        raise ValueError(f"eval.run_ids names a run twice: {list(ev.run_ids)}")
+
+
+def plan(cli: Config, run_id: str) -> EvalPlan:
+    """Validate the options, the runs, their weights and baselines; write nothing."""
+    check_eval(cli.eval)
+    cli.runtime.validate()
+    ids = list(cli.eval.run_ids) or ([run_id] if run_id else [])
+    if not ids:
+        raise ValueError("run_id is required: meta-eval run_id=<run to evaluate>")
+    if run_id and cli.eval.run_ids and run_id not in ids:
+        raise ValueError(f"run_id={run_id!r} is not among eval.run_ids={ids}")
+    for i in ids:
+        check_name(i, "eval.run_ids" if cli.eval.run_ids else "run_id")
+        check_inside(Path(cli.results_dir) / i)  # its eval/ is written
+    if cli.eval.joint_run_id:
+        check_name(cli.eval.joint_run_id, "eval.joint_run_id")
+    if len(ids) > 1 and cli.eval.joint_run_id:
+        raise ValueError(
+            "eval.joint_run_id names one baseline; with several eval.run_ids each run's own "
+            "joint baseline is trained (or reused) in <run>/eval/joint"
+        )
+    configs = [load_run(cli.results_dir, i) for i in ids]
+    check_same(configs)
+    run = configs[0][1]
+    setting = Setting(run, cli.eval, cli.seed, cli.torch_device)
+    labels = [setting.label(a) for a in cli.eval.adaptation]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"eval.adaptation lists a procedure twice: {labels}")
+    parameters = parse_environment_parameters(run.environment_parameters, [BEHAVIOR_NAME])
+    status_path = Path(cli.results_dir) / ids[0] / STATUS_FILE
+    if status_path.is_file():
+        status = TrainingStatus.load(status_path)
+        parameters.set_lesson_nums({n: status.lesson_num(n) for n in parameters.lesson_nums()})
+    tasks = sample_tasks(setting, parameters)
+    for job in (job for jobs in tasks.values() for job in jobs):
+        envs.family(job.task.family).validate(job.task.params)
+    runs = [_run_start(cli, i, cfg) for i, cfg in configs]
+    _add_others(cli, configs, runs)
+    out = cli.eval.out_dir or (
+        str(Path(cli.results_dir) / ids[0] / EVAL_DIR)
+        if len(ids) == 1
+        else str(Path(cli.results_dir) / f"{EVAL_DIR}_{'+'.join(ids)}")
+    )
+    cluster = join_or_start_ray(cli.runtime) if cli.runtime.backend == "ray" else None
+    return EvalPlan(setting, runs, tasks, Path(out), cli.runtime, cluster)
+
+
+def _run_start(cli: Config, run_id: str, run: Config) -> RunStart:
+    """A run's weights (checked to fit) and its joint baselines."""
+    weights = latest_weights(cli.results_dir, run_id)
+    check_loads(run, weights, f"run {run_id!r}")
+    joints = []
+    if cli.eval.joint_run_id:
+        joint = JointBaseline(cli.results_dir, cli.eval.joint_run_id)
+        if not (Path(cli.results_dir) / joint.run_id).is_dir():
+            raise RunError(
+                f"eval.joint_run_id: run {joint.run_id!r} does not exist in {cli.results_dir}"
+            )
+        joint_weights = latest_weights(cli.results_dir, cli.eval.joint_run_id)
+        check_loads(run, joint_weights, f"eval.joint_run_id={cli.eval.joint_run_id!r}")
+        joints = [joint]
+    if run.meta.algorithm == JOINT_RUN:
+        joints = []  # the run is itself the joint baseline
+    elif not joints:
+        eval_dir = Path(cli.results_dir) / run_id / EVAL_DIR
+        joints = [joint_training(run, eval_dir, settings) for settings in cli.eval.joint_ppo]
+        names = [j.run_id for j in joints]
+        if len(set(names)) != len(names):
+            raise ValueError(f"eval.joint_ppo: two entries train the same baseline ({names})")
+    return RunStart(run_id, run.seed, weights, joints)
+
+
+def _add_others(cli: Config, configs: list[tuple[str, Config]], runs: list[RunStart]) -> None:
+    """Other meta-learners' runs (eval.other_run_ids), each paired with the run of its seed."""
+    by_seed = {run.seed: run for run in runs}
+    for other_id in cli.eval.other_run_ids:
+        _, other = load_run(cli.results_dir, other_id)
+        check_other(configs[0], (other_id, other))
+        run = by_seed.get(other.seed)
+        if run is None:
+            raise ValueError(
+                f"eval.other_run_ids: run {other_id!r} has seed {other.seed}, which no run of "
+                f"eval.run_ids has ({sorted(by_seed)})"
+            )
+        if other.meta.algorithm in run.others:
+            raise ValueError(
+                f"eval.other_run_ids: two {other.meta.algorithm} runs have seed {other.seed}"
+            )
+        weights = latest_weights(cli.results_dir, other_id)
+        check_loads(other, weights, f"run {other_id!r}")
+        run.others[other.meta.algorithm] = weights
+    methods = [set(run.others) for run in runs]
+    if any(m != methods[0] for m in methods):
+        raise ValueError("eval.other_run_ids must give every meta-learner for every seed")
