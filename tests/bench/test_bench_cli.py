@@ -155,7 +155,7 @@ def evaluated(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Act, bench_sb3.Sett
 
 
 @pytest.mark.integration  # the protocol part launches the builds
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)  # a minute of it is the scaling tables
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:mlagents_envs.*")  # StrictVersion
 def test_quick_bench_reports_what_it_measured(
     tmp_path: Path,
