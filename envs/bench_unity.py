@@ -24,6 +24,7 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 from mlagents_envs.timers import get_timer_tree, reset_timers
 
 import envs
+from envs.backend.interpreter import use_this_interpreter
 from envs.backend.ports import free_ports
 from envs.backend.unity_env import UnityEnv, resolve_build
 from envs.constants import BEHAVIOR_NAME
@@ -76,6 +77,7 @@ def client_profile(steps: int) -> str:
 
 def through_unity(family: str, areas: int, steps: int, folder: Path) -> tuple[float, str]:
     """Rate through one UnityEnvironment, and the client- and build-side time per step."""
+    use_this_interpreter()
     env = UnityEnvironment(
         file_name=resolve_build(family),
         base_port=free_ports(),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -26,6 +25,8 @@ from mlagents_envs.exception import (
     UnityTimeOutException,
     UnityWorkerInUseException,
 )
+
+from envs.backend.interpreter import use_this_interpreter
 
 if TYPE_CHECKING:
     from mlagents_envs.environment import UnityEnvironment
@@ -90,7 +91,7 @@ def run(conn: Connection, settings: WorkerSettings, params: dict[str, float]) ->
     )
     from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
-    os.environ.setdefault("META_HARNESS_PYTHON", sys.executable)  # builds run our interpreter
+    use_this_interpreter()
     os.makedirs(settings.log_folder, exist_ok=True)
     parameters, stats, env = EnvironmentParametersChannel(), StatsSideChannel(), None
     try:

@@ -28,6 +28,7 @@ from mlagents_envs.communicator_objects.unity_rl_initialization_input_pb2 import
     UnityRLInitializationInputProto,
 )
 from mlagents_envs.communicator_objects.unity_rl_input_pb2 import UnityRLInputProto
+from mlagents_envs.communicator_objects.unity_rl_output_pb2 import UnityRLOutputProto
 
 import envs
 from envs.interface import TaskEnvironment
@@ -84,6 +85,9 @@ class Player:
         self.specs: dict[str, BehaviorSpec] = {}
         self.parameters = side_channels.Parameters()
         self.agents: dict[str, protocol.AgentInfos] = {}
+        self.message = protocol.ok()
+        """The output, rewritten in place every step (see protocol.AgentInfos)."""
+        self.targets: dict[str, UnityRLOutputProto.ListAgentInfoProto] = {}
         self.decisions: dict[str, int] = {}
         self.steps = 0
         self.spent = dict.fromkeys(("read", "task", "encode", "exchange"), 0.0)
@@ -210,16 +214,18 @@ class Player:
     def _output(self) -> UnityMessageProto:
         """The agents of every behavior, new behaviors' parameters, and the stats."""
         assert self.env is not None
-        message = protocol.ok()
+        message = self.message
         output = message.unity_output
+        output.ClearField("rl_initialization_output")
         for name, spec in self.specs.items():
             if name not in self.agents:
                 self.agents[name] = protocol.AgentInfos(spec)
+                self.targets[name] = output.rl_output.agentInfos[name]
                 brain = protocol.brain_parameters(name, spec)
                 output.rl_initialization_output.brain_parameters.append(brain)
             decision, terminal = self.env.get_steps(name)
             self.decisions[name] = len(decision)
-            self.agents[name].write(output.rl_output.agentInfos[name], decision, terminal)
+            self.agents[name].write(self.targets[name], decision, terminal)
         stats = side_channels.stats_messages(self.env.stats_channel)
         output.rl_output.side_channel = side_channels.pack(stats)
         return message

@@ -62,7 +62,13 @@ def brain_parameters(name: str, spec: BehaviorSpec) -> BrainParametersProto:
 
 
 class AgentInfos:
-    """Writes a behavior's agents into ``ListAgentInfoProto``: terminal ones, then deciding."""
+    """Writes a behavior's agents into ``ListAgentInfoProto``: deciding ones, then terminal.
+
+    Given the same target as the step before (the player keeps one output message), the
+    deciding agents already stand in it: only their rewards and observations are rewritten,
+    and last step's terminal agents are dropped, so nothing is copied (mlagents_envs tells
+    the two kinds apart by ``done``, not by position).
+    """
 
     def __init__(self, spec: BehaviorSpec) -> None:
         self.sizes = [int(np.prod(obs.shape)) for obs in spec.observation_specs]
@@ -75,7 +81,7 @@ class AgentInfos:
             )
             for obs in spec.observation_specs
         ]
-        self.deciding = UnityRLOutputProto.ListAgentInfoProto()
+        self.target: UnityRLOutputProto.ListAgentInfoProto | None = None
         self.deciding_ids = np.empty(0, np.int64)
         self.float_data: list[list[RepeatedScalarFieldContainer[float]]] = []
 
@@ -85,21 +91,20 @@ class AgentInfos:
         decision: DecisionSteps,
         terminal: TerminalSteps,
     ) -> None:
-        """Fill ``target`` (empty) with one step's agents."""
-        self._add(target.value, terminal, terminal.interrupted.tolist(), done=True)
-        if not len(decision):
-            return
-        if np.array_equal(decision.agent_id, self.deciding_ids):
+        """Make ``target`` hold one step's agents (whatever it held before)."""
+        infos = target.value
+        if target is self.target and np.array_equal(decision.agent_id, self.deciding_ids):
+            del infos[len(self.deciding_ids) :]
             self._rewrite(decision)
         else:
-            self.deciding = UnityRLOutputProto.ListAgentInfoProto()  # Clear() would keep its memory
-            self._add(self.deciding.value, decision, [False] * len(decision), done=False)
-            self.deciding_ids = np.array(decision.agent_id, copy=True)
+            del infos[:]
+            self._add(infos, decision, [False] * len(decision), done=False)
+            self.target, self.deciding_ids = target, np.array(decision.agent_id, copy=True)
             self.float_data = [
-                [info.observations[k].float_data.data for info in self.deciding.value]
+                [info.observations[k].float_data.data for info in infos]
                 for k in range(len(self.templates))
             ]
-        target.MergeFrom(self.deciding)
+        self._add(infos, terminal, terminal.interrupted.tolist(), done=True)
 
     def _rows(self, steps: DecisionSteps | TerminalSteps) -> list[list[list[float]]]:
         """Each observation as a list of per-agent rows of Python floats."""
@@ -117,6 +122,8 @@ class AgentInfos:
         done: bool,
     ) -> None:
         """Append an ``AgentInfoProto`` for each agent of ``steps``."""
+        if not len(steps):
+            return
         add, templates = infos.add, self.templates
         ids, rewards = steps.agent_id.tolist(), steps.reward.tolist()
         for agent, reward, reached, *rows in zip(
@@ -130,7 +137,8 @@ class AgentInfos:
 
     def _rewrite(self, decision: DecisionSteps) -> None:
         """Overwrite the rewards and observations of the same deciding agents."""
-        for info, reward in zip(self.deciding.value, decision.reward.tolist(), strict=True):
+        assert self.target is not None
+        for info, reward in zip(self.target.value, decision.reward.tolist(), strict=True):
             info.reward = reward
         for containers, rows in zip(self.float_data, self._rows(decision), strict=True):
             for data, row in zip(containers, rows, strict=True):

@@ -28,11 +28,14 @@ from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.rollout import SERIAL_BATCH
 from meta.bench import limit as bench_limit
 from meta.bench import report as bench_report
+from meta.bench import scaling as bench_scaling
 from meta.bench.sb3 import Outcome, Settings, train_ours, train_sb3
 from meta.run.atomic import atomic_write_text
 from meta.runtime.threads import torch_threads
 
 WARMUP_STEPS = 10_240
+DOCS_PAGE = "docs/performance.md"
+"""The manual's page whose figures `--readme` rewrites."""
 BENCH_EXTRA = {"gymnasium": "gymnasium", "stable_baselines3": "stable-baselines3"}
 """Modules of the `[bench]` extra, with their package names (gymnasium first: SB3 needs it)."""
 
@@ -201,6 +204,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["env"] = env_rates(args.quick)
         report["unity"] = unity_rates(args.quick)
         report["outer"] = outer_overhead(3 if args.quick else 8)
+    report["scaling"] = bench_scaling.scaling(args.quick)
     report["load_after"] = os.getloadavg()
     bench_report.summarise(report)
     return report
@@ -225,7 +229,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--markdown", help="also write the report as markdown here")
     parser.add_argument(
         "--readme",
-        help="also replace the Performance section of this README (between its meta-bench markers)",
+        nargs="?",
+        const=DOCS_PAGE,
+        metavar="PAGE",
+        help=f"also replace the figures between the meta-bench markers of this page "
+        f"(default {DOCS_PAGE})",
     )
     args = parser.parse_args(argv)
     args.argv = argv
@@ -247,8 +255,18 @@ def missing_extra() -> str | None:
     return None
 
 
+def check_page(page: Path) -> None:
+    """Exit 2 with one line unless `page` exists and has the meta-bench markers."""
+    try:
+        bench_report.splice(page.read_text(), "")
+    except (OSError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) else error
+        print(f"meta-bench: error: --readme {page}: {reason}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def main(argv: list[str] | None = None) -> None:
-    """meta-bench [--quick] [--out bench.json] [--markdown FILE] [--readme README.md]."""
+    """meta-bench [--quick] [--out bench.json] [--markdown FILE] [--readme [PAGE]]."""
     args = parse(argv)
     missing = missing_extra()
     if missing is not None:
@@ -259,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         raise SystemExit(1)
     if args.readme:
-        bench_report.splice(Path(args.readme).read_text(), "")  # fail before a long run
+        check_page(Path(args.readme))  # fail before a long run
     report = run(args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,8 @@ from mlagents_envs.base_env import ActionTuple
 import envs
 from meta.bench import cli as bench
 from meta.bench import sb3 as bench_sb3
+from meta.bench import scaling as bench_scaling
+from meta.bench.report import BEGIN, END
 from meta.evaluation.adapt import Act
 from meta.runtime.threads import torch_threads
 
@@ -59,6 +61,34 @@ def test_without_the_bench_extra_one_line_names_the_package_and_the_install(
     if package == "gymnasium":  # neither is needed to parse the command line
         usage = meta_bench_without(modules, tmp_path, "--help")
         assert usage.returncode == 0 and usage.stdout.startswith("usage: meta-bench")
+
+
+def test_readme_writes_the_manual_page_by_default() -> None:
+    assert bench.parse(["--readme"]).readme == "docs/performance.md"
+    assert bench.parse(["--readme", "other.md"]).readme == "other.md"
+    assert bench.parse([]).readme is None
+    page = Path(__file__).parents[2] / "docs" / "performance.md"
+    assert page.read_text().count(BEGIN) == 1  # the page meta-bench --readme rewrites
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "No such file or directory"),
+        ("# Performance, no markers\n", f"it needs one {BEGIN} line followed by one {END} line"),
+    ],
+)
+def test_a_page_without_markers_is_refused_in_one_line_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, reason: str
+) -> None:
+    page, out = tmp_path / "page.md", tmp_path / "bench.json"
+    if content is not None:
+        page.write_text(content)
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--quick", "--out", str(out), "--readme", str(page)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"meta-bench: error: --readme {page}: {reason}\n"
+    assert not out.exists() and (content is None or page.read_text() == content)
 
 
 # --- --quick end to end ------------------------------------------------------------------------
@@ -125,15 +155,21 @@ def evaluated(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Act, bench_sb3.Sett
 
 
 @pytest.mark.integration  # the protocol part launches the builds
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)  # a minute of it is the scaling tables
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:mlagents_envs.*")  # StrictVersion
 def test_quick_bench_reports_what_it_measured(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     evaluated: list[tuple[Act, bench_sb3.Settings, float]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    out, md = tmp_path / "bench.json", tmp_path / "performance.md"
-    bench.main(["--quick", "--out", str(out), "--markdown", str(md)])
+    out, md, page = tmp_path / "bench.json", tmp_path / "performance.md", tmp_path / "page.md"
+    page.write_text(f"# Performance\n\n{BEGIN}\nold\n{END}\n\nafter\n")
+    # One shape per scaling table keeps the test short; meta-bench runs them all.
+    monkeypatch.setattr(bench_scaling, "AREAS", (16,))
+    monkeypatch.setattr(bench_scaling, "HIDDEN_UNITS", (64,))
+    monkeypatch.setattr(bench_scaling, "META_BATCH_SIZES", (1, 2))
+    bench.main(["--quick", "--out", str(out), "--markdown", str(md), "--readme", str(page)])
     report: dict[str, Any] = json.loads(out.read_text())
     settings = report["settings"]
     assert (settings["budget"], settings["n_steps"], settings["threads"]) == (100_000, 160, [1])
@@ -153,7 +189,12 @@ def test_quick_bench_reports_what_it_measured(
     }
 
     text = md.read_text()
-    assert text.startswith("## Performance") and "meta-bench --quick" in text
+    assert text.startswith("## Figures of the last run") and "meta-bench --quick" in text
+    assert page.read_text() == f"# Performance\n\n{BEGIN}\n{text.strip()}\n{END}\n\nafter\n"
+    scaled = report["scaling"]
+    assert [r["areas"] for r in scaled["areas"]] == [16]
+    assert [r["hidden_units"] for r in scaled["hidden_units"]] == [64]
+    assert [r["meta_batch_size"] for r in scaled["meta_batch_size"]] == [1, 2]
     tables = markdown_tables(text)
     printed = capsys.readouterr().out
     assert "meta-bench: wrote" in printed
@@ -213,3 +254,24 @@ def check_tables_against_json(tables: dict[str, Table], report: dict[str, Any]) 
     for name, seconds in report["outer"]["parts_s"].items():
         assert shows(parts[name], seconds * 1e3), name
     assert shows(parts["total outside the inner training"], report["outer"]["overhead_s"] * 1e3)
+    check_scaling_against_json(tables, report["scaling"])
+
+
+def check_scaling_against_json(tables: dict[str, Table], scaled: dict[str, Any]) -> None:
+    """The scaling tables show the JSON's rates, limits and shares."""
+    for key, column in (("areas", "env.num_areas"), ("hidden_units", "network.hidden_units")):
+        prefix = f"Scaling: one inner training against {column}"
+        (title,) = [t for t in tables if t.startswith(prefix)]
+        for shown, row in zip(tables[title], scaled[key], strict=True):
+            assert int(shown[column]) == row[key]
+            assert shows(shown["agent-steps/s"], row["rate"])
+            assert shows(shown["GEMM-only agent-steps/s"], row["limit_rate"])
+            assert shows(shown["share of limit"], row["fraction"])
+            assert row["fraction"] == pytest.approx(row["rate"] / row["limit_rate"])
+    (title,) = [t for t in tables if t.startswith("Scaling: default meta-steps")]
+    for shown, row in zip(tables[title], scaled["meta_batch_size"], strict=True):
+        assert int(shown["meta.meta_batch_size"]) == row["meta_batch_size"]
+        assert shows(shown["meta-steps/min"], row["per_minute"])
+        assert shows(shown["GEMM-only meta-steps/min"], row["limit_per_minute"])
+        assert shows(shown["share"], row["fraction"])
+        assert row["fraction"] == pytest.approx(row["per_minute"] / row["limit_per_minute"])

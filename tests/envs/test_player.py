@@ -159,7 +159,9 @@ def random_steps(
     return decision, terminal
 
 
-def test_agent_infos_read_back_as_the_steps_they_were_built_from() -> None:
+@pytest.mark.parametrize("kept", [False, True], ids=["new message", "kept message"])
+def test_agent_infos_read_back_as_the_steps_they_were_built_from(kept: bool) -> None:
+    # kept: one message rewritten step after step, as the player keeps its output
     rng = np.random.default_rng(0)
     spec = BehaviorSpec([VECTOR, GOAL], ActionSpec.create_continuous(2))
     infos = protocol.AgentInfos(spec)
@@ -172,10 +174,13 @@ def test_agent_infos_read_back_as_the_steps_they_were_built_from() -> None:
         (np.array([], int), np.array([101])),
         (np.array([127, 128, 3]), np.array([], int)),
     ]
+    message = UnityRLOutputProto.ListAgentInfoProto()
     for ids, ended in schedule:
         decision, terminal = random_steps(rng, spec, ids, ended)
-        message = UnityRLOutputProto.ListAgentInfoProto()
+        if not kept:
+            message = UnityRLOutputProto.ListAgentInfoProto()
         infos.write(message, decision, terminal)
+        assert len(message.value) == len(ids) + len(ended)
         parsed = UnityRLOutputProto.ListAgentInfoProto.FromString(message.SerializeToString())
         got_decision, got_terminal = steps_from_proto(parsed.value, spec)
         for got, want in ((got_decision, decision), (got_terminal, terminal)):

@@ -1,0 +1,133 @@
+"""How the cost grows: one inner training against areas and width, meta-steps against the batch.
+
+Every row runs on one torch thread (meta-train's default) and is set beside the GEMM-only
+limit of its own shapes (meta.bench.limit), so a falling share says where overhead, not
+arithmetic, takes over.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.bench import limit as bench_limit
+from meta.bench.sb3 import Settings, train_ours
+from meta.runtime.threads import torch_threads
+
+AREAS = (16, 64, 256, 1024)
+HIDDEN_UNITS = (64, 128, 256, 512)
+META_BATCH_SIZES = (1, 4, 16)
+OBS_SIZE, ACTION_SIZE = 10, 2
+"""The built-in families' observation and action sizes."""
+
+
+def _limit(network: NetworkConfig, ppo: PPOConfig, areas: int, repeats: int) -> float:
+    """GEMM-only agent-steps/s of these shapes on one thread."""
+    limit = bench_limit.limits(OBS_SIZE, ACTION_SIZE, network, ppo, areas, (1,), repeats)
+    return bench_limit.limit_rate(limit, 1, 1)
+
+
+def inner_rate(settings: Settings, repeats: int, limit_repeats: int) -> dict[str, Any]:
+    """One inner training's agent-steps/s (best of `repeats`) beside its GEMM limit."""
+    train_ours(replace(settings, budget=settings.ppo.buffer_size))  # warm up these shapes
+    rate = max(train_ours(settings).rate for _ in range(repeats))
+    bound = _limit(settings.network, settings.ppo, settings.num_areas, limit_repeats)
+    return {
+        "areas": settings.num_areas,
+        "hidden_units": settings.network.hidden_units,
+        "rate": rate,
+        "limit_rate": bound,
+        "fraction": rate / bound,
+    }
+
+
+def meta_step_rate(
+    meta_batch_size: int, meta_steps: int, folder: Path, limit_repeats: int
+) -> dict[str, Any]:
+    """Meta-steps per minute of an in-process meta-train run, beside its GEMM limit."""
+    from meta.config import Config, LoggerConfig, MetaConfig
+    from meta.trainer import train as meta_train
+
+    ppo = PPOConfig()
+    cfg = Config(
+        run_id=f"batch-{meta_batch_size}",
+        results_dir=str(folder),
+        meta=MetaConfig(steps=meta_steps, meta_batch_size=meta_batch_size),
+        ppo=ppo,
+        logger=LoggerConfig(console=False, tensorboard=False),
+    )
+    run_dir = meta_train(cfg, cfg.run_id)
+    step = json.loads((run_dir / "run_logs" / "timers.json").read_text())["children"]
+    seconds = step["meta_step"]["total"] / step["meta_step"]["count"]
+    bound = _limit(cfg.network, ppo, cfg.env.num_areas, limit_repeats)
+    limit_seconds = meta_batch_size * ppo.max_steps / bound
+    return {
+        "meta_batch_size": meta_batch_size,
+        "per_minute": 60.0 / seconds,
+        "limit_per_minute": 60.0 / limit_seconds,
+        "fraction": limit_seconds / seconds,
+    }
+
+
+def scaling(quick: bool) -> dict[str, Any]:
+    """The three scaling tables, measured on one torch thread."""
+    repeats, limit_repeats = (1, 20) if quick else (2, 50)
+    base = Settings(budget=PPOConfig().max_steps, eval_episodes=16)
+    with torch_threads(1), tempfile.TemporaryDirectory() as folder:
+        areas = [inner_rate(replace(base, num_areas=n), repeats, limit_repeats) for n in AREAS]
+        hidden = [
+            inner_rate(replace(base, network=NetworkConfig(hidden_units=h)), repeats, limit_repeats)
+            for h in HIDDEN_UNITS
+        ]
+        meta_step_rate(1, 1, Path(folder) / "warm", limit_repeats)  # imports, first env
+        batches = [
+            meta_step_rate(k, 2 if quick else 3, Path(folder) / "bench", limit_repeats)
+            for k in META_BATCH_SIZES
+        ]
+    return {"areas": areas, "hidden_units": hidden, "meta_batch_size": batches}
+
+
+def _share(row: dict[str, Any]) -> str:
+    return f"{row['fraction']:.0%}"
+
+
+def tables(scaled: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list[str]]]]]:
+    """The scaling tables, titled, as (headers, rows)."""
+    inner = ["agent-steps/s", "GEMM-only agent-steps/s", "share of limit"]
+
+    def rows(key: str) -> list[list[str]]:
+        return [
+            [str(r[key]), f"{r['rate']:,.0f}", f"{r['limit_rate']:,.0f}", _share(r)]
+            for r in scaled[key]
+        ]
+
+    batches = [
+        [
+            str(r["meta_batch_size"]),
+            f"{r['per_minute']:.1f}",
+            f"{r['limit_per_minute']:.1f}",
+            _share(r),
+        ]
+        for r in scaled["meta_batch_size"]
+    ]
+    return [
+        (
+            "Scaling: one inner training against env.num_areas (128 hidden units, 1 thread)",
+            (["env.num_areas", *inner], rows("areas")),
+        ),
+        (
+            "Scaling: one inner training against network.hidden_units (64 areas, 1 thread)",
+            (["network.hidden_units", *inner], rows("hidden_units")),
+        ),
+        (
+            "Scaling: default meta-steps against meta.meta_batch_size (in-process, 1 thread)",
+            (
+                ["meta.meta_batch_size", "meta-steps/min", "GEMM-only meta-steps/min", "share"],
+                batches,
+            ),
+        ),
+    ]
