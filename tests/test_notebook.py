@@ -9,7 +9,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from conftest import TINY_EVAL
+from tinyconfig import TINY_EVAL
 
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan

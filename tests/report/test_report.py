@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY, TINY_EVAL, compose_config
+from tinyconfig import TINY, TINY_EVAL, compose_config
 
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan

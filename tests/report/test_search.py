@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import compose_config
+from tinyconfig import compose_config
 
 from meta.evaluation.metric import parse_metric, pooled_families
 from meta.evaluation.objective import objective_value
