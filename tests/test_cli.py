@@ -77,7 +77,9 @@ def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path, meta_train: M
     assert [line.split(".")[0] for line in summaries] == [
         f"[INFO] Meta-step: {k}" for k in range(3)
     ]
-    assert all("Env steps: " in line and "mean_reward: " in line for line in summaries)
+    # the CSV's names; a tiny meta-step may end no episode, and then says so (never `nan`)
+    assert all("Env steps: " in line and "nan" not in line for line in summaries)
+    assert all("mean_reward: " in line or "no episode ended" in line for line in summaries)
     assert any(line.startswith("[INFO] Parameter arena_size moved to lesson 1") for line in lines)
     assert all(line.startswith("[") for line in lines[:-1]), lines
     assert lines[-1].startswith("meta-train: done. Results in ")
