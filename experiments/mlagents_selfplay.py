@@ -181,10 +181,13 @@ class Check:
     def resume(self, log: str, elo: float) -> None:
         """The resumed run rates from the stored ELO, not from its config's initial_elo 1000."""
         after = self.status_elo()
-        curve = [v for s, v in scalars(self.results / RUN_ID).get("Self-play/ELO", [])]
+        resumed = [(s, v) for s, v in scalars(self.results / RUN_ID).get("Self-play/ELO", [])]
+        curve = [v for s, v in resumed if s > self.steps]  # the summaries after the resume
         print(f"after --resume: Brain.elo {after} (stored before: {elo:.3f}, config asks 1000)")
         self.expect("Resuming training from step" in log, "mlagents-learn did not resume")
         self.expect(isinstance(after, float) and abs(after - elo) < 100.0, "ELO not restored")
+        print(f"Self-play/ELO after the resume: {[round(v, 1) for v in curve]}")
+        self.expect(bool(curve), "no Self-play/ELO point after the resume")
         self.expect(all(abs(v - elo) < 100.0 for v in curve), "a Self-play/ELO point near 1000")
 
 

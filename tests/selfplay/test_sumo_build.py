@@ -38,7 +38,7 @@ def test_the_build_plays_the_native_game_bit_for_bit_and_trains_with_self_play(
 ) -> None:
     params, stats = EnvironmentParametersChannel(), StatsSideChannel()
     params.set_float_parameter("arena_size", 3.4)
-    params.set_float_parameter("arena_shrink", 0.9)
+    params.set_float_parameter("arena_shrink", 0.875)  # exact in float32, as the channel sends it
     build = UnityEnvironment(
         file_name=resolve_build("Sumo"),
         base_port=free_ports(),
@@ -49,7 +49,7 @@ def test_the_build_plays_the_native_game_bit_for_bit_and_trains_with_self_play(
         seed=11,
         timeout_wait=20,
     )
-    native = envs.make("Sumo", num_areas=6, seed=11, arena_size=3.4, arena_shrink=0.9)
+    native = envs.make("Sumo", num_areas=6, seed=11, arena_size=3.4, arena_shrink=0.875)
     try:
         build.reset()
         assert list(build.behavior_specs) == list(TEAM_BEHAVIORS)
