@@ -106,7 +106,6 @@ class MetaConfig:
                     f"got {task.weight}"
                 )
 
-
     def _check_fomaml(self) -> None:
         """FOMAML's meta-gradient is one behavior's PPO loss: no games of teams."""
         for i, task in enumerate(self.tasks):
