@@ -112,7 +112,7 @@ def test_bad_procedures_are_one_line_exit_2_and_write_nothing(
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
