@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -89,5 +90,5 @@ def test_fomaml_runs_spends_the_query_buffer_and_resumes_bitwise(tiny_config: Fa
 def test_games_and_settings_fomaml_cannot_honour_are_refused(
     tiny_config: Factory, overrides: list[str], message: str
 ) -> None:
-    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         tiny_config("meta=fomaml", *overrides).validate()

@@ -72,7 +72,7 @@ def commands(text: str) -> list[list[str]]:
     """
     found = []
     for block in re.findall(r"```bash\n(.+?)```", text, re.S):
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():  # a continued line is one command
             line = re.sub(r"\s+#.*$", "", line).strip()
             if not line.startswith(PROGRAMS) or "<" in line or "&&" in line:
                 continue
