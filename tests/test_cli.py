@@ -91,7 +91,11 @@ def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path, meta_train: MetaTrai
         "--multirun", "seed=0,1", "meta.outer_lr=0.1,1.0", *TINY, "meta.steps=1", cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    runs = sorted(p.name for p in (tmp_path / "results").iterdir())
+    runs = sorted(
+        p.name
+        for p in (tmp_path / "results").iterdir()
+        if p.is_dir() and not p.name.startswith(".")
+    )
     assert len(runs) == 4 and all(SAFE.fullmatch(r) for r in runs), runs
     assert "reptile-experiment_tiny-meta.outer_lr_0.1-meta.steps_1-seed_0" in runs
     assert all((tmp_path / "results" / r / "Brain.pt").is_file() for r in runs)

@@ -73,6 +73,10 @@ def check_inside(run_dir: Path) -> None:
         )
     root = run_dir.resolve()
     for folder, dirs, files in os.walk(run_dir):  # symlinked folders are listed, not entered
+        if Path(folder) == run_dir and "wandb" in dirs:
+            dirs.remove(
+                "wandb"
+            )  # wandb's own folder: it links into itself, and we never write there
         for name in (*dirs, *files):
             path = Path(folder) / name
             if path.is_symlink() and not path.resolve().is_relative_to(root):

@@ -61,7 +61,11 @@ def test_a_sweep_on_a_cluster_launcher_gives_each_job_a_whole_run(
 ) -> None:
     done = meta_train("--multirun", *launcher, "seed=0,1", *TINY, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    runs = sorted(p.name for p in (tmp_path / "results").iterdir())
+    runs = sorted(
+        p.name
+        for p in (tmp_path / "results").iterdir()
+        if p.is_dir() and not p.name.startswith(".")
+    )
     assert runs == [f"reptile-experiment_tiny-meta.steps_2-seed_{s}" for s in (0, 1)]
     for run in runs:
         run_dir = tmp_path / "results" / run

@@ -15,8 +15,9 @@ from pathlib import Path
 import torch
 
 import envs
+from meta.algorithm.inner import InnerResult, inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import InnerResult, inner_train, policy_for
+from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.config import SelfPlayConfig
 
 OUT = Path(__file__).resolve().parent / "Sumo.pt"
