@@ -93,7 +93,7 @@ def test_runs_on_a_tiny_run_with_a_curriculum_and_an_evaluation(
     nb = run(META_STEPS, {"run_dir": "results/nb"}, tmp_path / folder, tmp_path, monkeypatch)
     text = text_of(nb)
     assert "no curriculum in this run" not in text and "'arena_size'" in text
-    assert "measurements" in text and "80% success" in text
+    assert "measurements" in text and "adam lr=" in text  # the selected procedures
     assert images_of(nb) >= 6
 
 
