@@ -6,27 +6,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tinyconfig import TINY_EVAL
 
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan
 from meta.trainer import train
 
 Factory = Callable[..., Config]
-EVAL = (
-    "eval.budgets=[0,1]",
-    "eval.seeds=2",
-    "eval.tasks_per_family=1",
-    "eval.splits=[test]",
-    "eval.buffer_size=128",
-    "eval.eval_episodes=4",
-    "eval.bootstrap_samples=100",
-)
 
 
 @pytest.mark.usefixtures("ray_cluster")
 def test_adaptation_jobs_on_ray_equal_sequential_evaluation(tiny_config: Factory) -> None:
     train(tiny_config("meta.steps=1"), "r")
-    given = ("run_id=r", "eval.joint_run_id=r", *EVAL)  # the run stands in for its baseline
+    given = ("run_id=r", "eval.joint_run_id=r", *TINY_EVAL)  # the run stands in for its baseline
     sequential = tiny_config(*given, "eval.out_dir=${results_dir}/seq")
     on_ray = tiny_config(*given, "eval.out_dir=${results_dir}/ray", "runtime=ray")
     cells = evaluate(plan(sequential, "r"))
