@@ -30,9 +30,7 @@ from meta.runtime.envpool import EnvPool
 
 Weights = dict[str, torch.Tensor]
 OnUpdate = Callable[[int, Mapping[str, float]], None]
-REFERENCE = (
-    Path(__file__).resolve().parents[2] / "tests" / "data" / "selfplay_reference" / "Sumo.pt"
-)
+REFERENCE = Path(__file__).resolve().parent / "references" / "Sumo.pt"
 """The fixed reference player every run's games are also measured against (so runs compare)."""
 
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
@@ -23,6 +21,7 @@ from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.checks import check_specs
 from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.config import Config
+from meta.evaluation import reference
 from meta.trainer import MetaTrainer, plan, train
 
 Factory = Callable[..., Config]
@@ -43,16 +42,6 @@ def scalars(log_dir: Path, tag: str) -> list[ScalarEvent]:
     events = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
     events.Reload()
     return events.Scalars(tag) if tag in events.Tags()["scalars"] else []
-
-
-def load_reference_maker() -> ModuleType:
-    """tests/data/selfplay_reference/make_reference.py, the learning test's training."""
-    path = Path(__file__).parent.parent / "data" / "selfplay_reference" / "make_reference.py"
-    spec = importlib.util.spec_from_file_location("make_reference", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def step_of(point: ScalarEvent) -> int:
@@ -82,7 +71,6 @@ def test_ghost_trainer_learns_to_beat_a_random_opponent_and_gains_elo() -> None:
     self_play defaults (save_steps 20000, swap_steps 2000, team_change 100000, window 10,
     ratio 0.5).
     """
-    reference = load_reference_maker()
     network, env = reference.NETWORK, envs.make("Sumo", num_areas=64, seed=1)
     started = time.perf_counter()
     result, theta = reference.train(seed=0)

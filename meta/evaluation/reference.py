@@ -1,4 +1,4 @@
-"""Make Sumo.pt, the fixed reference player of games (run this file with the project's Python).
+"""Sumo's fixed reference player of games: `python -m meta.evaluation.reference` makes it.
 
 The ghost trainer on Sumo's default task with the learning test's budget (64 areas, 500,000
 learning-team agent-steps, buffers of 4,096, batches of 512, learning rate 1e-3, 64 hidden
@@ -20,7 +20,7 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.config import SelfPlayConfig
 
-OUT = Path(__file__).resolve().parent / "Sumo.pt"
+OUT = Path(__file__).resolve().parent / "references" / "Sumo.pt"
 NETWORK = NetworkConfig(hidden_units=64)
 
 
