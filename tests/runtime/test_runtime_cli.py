@@ -24,7 +24,7 @@ TINY = ["experiment=tiny", "logger=quiet", "meta.steps=2"]
         ("runtime.cpus_per_actor=0", "runtime.cpus_per_actor must be > 0"),
         ("runtime.torch_threads=-1", "runtime.torch_threads must be > 0"),
         ("runtime.address=nohost", "is not `auto` or host:port"),
-        (f"runtime.address=127.0.0.1:{free_ports(1)}", "nothing answers there"),
+        ("runtime.address=127.0.0.1:{free}", "nothing answers there"),
         ("runtime.num_cpus=1", "needs 2 CPUs; the Ray cluster has 1"),
         ("runtime.backend=slurm", "runtime.backend: unknown 'slurm'"),
     ],
@@ -32,6 +32,7 @@ TINY = ["experiment=tiny", "logger=quiet", "meta.steps=2"]
 def test_bad_runtime_keys_are_one_line_nonzero_and_write_nothing(
     tmp_path: Path, override: str, message: str, meta_train: MetaTrain
 ) -> None:
+    override = override.format(free=free_ports(1))  # at run time: the same ids in every worker
     done = meta_train("runtime=ray", override, *TINY, "results_dir=results", cwd=tmp_path)
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0, done.stderr
