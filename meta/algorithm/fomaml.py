@@ -19,10 +19,10 @@ from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import Minibatch, loss_gradient
+from meta.algorithm.ppo.loss import loss_gradient
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import policy_for
-from meta.algorithm.ppo.update import compute_gae
+from meta.algorithm.ppo.update import flat_buffer, normalised, rollout_gae
 from meta.algorithm.reptile import NORMALIZER_PREFIX, Weights, interpolate
 
 FOMAML = "fomaml"
@@ -54,32 +54,12 @@ def meta_gradient(
     generator = torch.Generator().manual_seed(query_seed(seed))
     collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon)
     rollout = collector.collect(max(math.ceil(cfg.buffer_size / collector.num_agents), 1))
-    advantages, returns = compute_gae(
-        rollout.rewards,
-        rollout.values,
-        rollout.next_values,
-        rollout.boundaries,
-        cfg.gamma,
-        cfg.lambd,
-    )
-    n = rollout.num_steps
-    flat = [x.reshape(n, *x.shape[2:]).to(device) for x in (rollout.actions, rollout.log_probs)]
-    adv = advantages.reshape(n).to(device)
-    std, mean = torch.std_mean(adv)
-    with torch.no_grad():
-        features = policy.features(rollout.obs.reshape(n, -1).to(device))
-    batch = Minibatch(
-        features,
-        flat[0],
-        flat[1],
-        rollout.values.reshape(n).to(device),
-        (adv - mean) / (std + 1e-8),
-        returns.reshape(n).to(device),
-    )
+    buffer = flat_buffer(policy, rollout, *rollout_gae(rollout, cfg))
+    batch = buffer._replace(advantages=normalised(buffer.advantages))
     loss_gradient(policy, batch, cfg, hyper.epsilon, hyper.beta)
     names = dict(policy.named_parameters())
     gradient = {k: names[k].grad.detach().to("cpu", copy=True) for k in names}  # type: ignore[union-attr]
-    return gradient, n
+    return gradient, rollout.num_steps
 
 
 def fomaml_update(

@@ -22,7 +22,7 @@ from meta.algorithm.ppo.loss import (
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout
 from meta.algorithm.ppo.train import policy_for, train
-from meta.algorithm.ppo.update import _minibatches, compute_gae
+from meta.algorithm.ppo.update import _minibatches, compute_gae, flat_buffer
 from meta.observe.tags import LEARNING_RATE
 
 NETWORK = NetworkConfig(hidden_units=16, num_layers=1)
@@ -121,7 +121,8 @@ def test_advantages_are_normalised_per_minibatch() -> None:
         rollout.rewards, rollout.values, rollout.next_values, rollout.boundaries, 0.99, 0.95
     )
     cfg = PPOConfig(batch_size=64, buffer_size=256, num_epoch=1, max_steps=256)
-    batches = list(_minibatches(policy, rollout, adv, ret, cfg, torch.Generator().manual_seed(0)))
+    buffer = flat_buffer(policy, rollout, adv, ret)
+    batches = list(_minibatches(buffer, cfg, torch.Generator().manual_seed(0)))
     assert len(batches) == 4
     for batch in batches:  # each its own mean 0 and (sample) std 1, not the buffer's
         assert batch.advantages.mean().item() == pytest.approx(0.0, abs=1e-5)

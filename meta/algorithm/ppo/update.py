@@ -49,6 +49,40 @@ def compute_gae(
     return advantages, advantages + values
 
 
+def rollout_gae(rollout: Rollout, cfg: PPOConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """compute_gae over a rollout with the config's gamma and lambda; (T, n) each."""
+    return compute_gae(
+        rollout.rewards,
+        rollout.values,
+        rollout.next_values,
+        rollout.boundaries,
+        cfg.gamma,
+        cfg.lambd,
+    )
+
+
+def flat_buffer(
+    policy: Policy, rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor
+) -> Minibatch:
+    """The whole buffer as one batch of rows on the policy's device, advantages as computed.
+
+    Features are the observations normalised once: the normaliser only moves between updates.
+    """
+    n = rollout.num_steps
+    device = next(policy.parameters()).device
+    with torch.no_grad():
+        features = policy.features(rollout.obs.reshape(n, -1).to(device))
+    columns = (rollout.actions, rollout.log_probs, rollout.values, advantages, returns)
+    actions, log_probs, values, adv, ret = (x.reshape(n, *x.shape[2:]).to(device) for x in columns)
+    return Minibatch(features, actions, log_probs, values, adv, ret)
+
+
+def normalised(advantages: torch.Tensor) -> torch.Tensor:
+    """Advantages at mean 0 and (sample) standard deviation 1, as ML-Agents scales a minibatch's."""
+    std, mean = torch.std_mean(advantages)
+    return (advantages - mean) / (std + 1e-8)
+
+
 def ppo_update(
     policy: Policy,
     optimizer: torch.optim.Optimizer,
@@ -67,17 +101,11 @@ def ppo_update(
     """
     for group in optimizer.param_groups:
         group["lr"] = hyper.learning_rate
-    advantages, returns = compute_gae(
-        rollout.rewards,
-        rollout.values,
-        rollout.next_values,
-        rollout.boundaries,
-        cfg.gamma,
-        cfg.lambd,
-    )
+    advantages, returns = rollout_gae(rollout, cfg)
+    buffer = flat_buffer(policy, rollout, advantages, returns)
     sums = np.zeros(5)
     count = 0
-    for batch in _minibatches(policy, rollout, advantages, returns, cfg, generator):
+    for batch in _minibatches(buffer, cfg, generator):
         sums += gradient_step(policy, optimizer, batch, cfg, hyper.epsilon, hyper.beta, worker)
         count += 1
     policy_loss, value_loss, entropy, approx_kl, clip_fraction = sums / count
@@ -107,30 +135,17 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
 
 
 def _minibatches(
-    policy: Policy,
-    rollout: Rollout,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
-    cfg: PPOConfig,
-    generator: torch.Generator,
+    buffer: Minibatch, cfg: PPOConfig, generator: torch.Generator
 ) -> Iterator[Minibatch]:
     """num_epoch shuffled passes over the buffer in minibatches, advantages normalised in each."""
-    n = rollout.num_steps
-    device = next(policy.parameters()).device
-    with torch.no_grad():
-        # The normaliser only moves between updates: normalise the buffer once.
-        features = policy.features(rollout.obs.reshape(n, -1).to(device))
-    columns = [
-        x.reshape(n, *x.shape[2:]).to(device)
-        for x in (rollout.actions, rollout.log_probs, rollout.values, advantages, returns)
-    ]
+    n = buffer.features.shape[0]
+    device = buffer.features.device
     num_batches = max(n // cfg.batch_size, 1)
     for _ in range(cfg.num_epoch):
         order = torch.randperm(n, generator=generator).to(device)
         # Gather once per epoch; minibatches are then contiguous slices.
-        shuffled = [x.index_select(0, order) for x in (features, *columns)]
+        shuffled = Minibatch(*(x.index_select(0, order) for x in buffer))
         for b in range(num_batches):
             rows = slice(b * cfg.batch_size, (b + 1) * cfg.batch_size)
-            x, actions, old_lp, old_v, adv, ret = (column[rows] for column in shuffled)
-            std, mean = torch.std_mean(adv)
-            yield Minibatch(x, actions, old_lp, old_v, (adv - mean) / (std + 1e-8), ret)
+            batch = Minibatch(*(column[rows] for column in shuffled))
+            yield batch._replace(advantages=normalised(batch.advantages))
