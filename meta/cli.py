@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from meta.config import Config
 from meta.run.interrupt import Terminated, raise_on_signals
 from meta.run.names import check_name, command, derived_run_id, run_command
-from meta.run.signals import exit_at_once, exit_code
+from meta.run.signals import exit_at_once, exit_code, forget_interrupt
 from meta.usage import did_you_mean, eval_argv
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -54,6 +54,7 @@ def fail(program: str, error: BaseException | str, code: int = 2) -> None:
         traceback.print_exc()
     message = error if isinstance(error, str) else one_line(error)
     print(f"{program}: error: {message}", file=sys.stderr)
+    forget_interrupt()
     raise SystemExit(code)
 
 

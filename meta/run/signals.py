@@ -20,6 +20,17 @@ def exit_code(signum: int) -> int:
     return 128 + signum
 
 
+def forget_interrupt() -> None:
+    """Let the exit code stand after a Ctrl-C that was handled (call before exiting).
+
+    CPython notes a KeyboardInterrupt that ends code compiled from a string (`exec` of source,
+    as dataclasses and namedtuples do while a module imports), even once it is caught, and under
+    `python -m` it then ends the process by SIGINT at exit instead of with the code given. Code
+    run from a string that ends normally clears the note.
+    """
+    exec("pass")
+
+
 def close_on_exit(close: Callable[[], object]) -> None:
     """Have a signal that ends the program at once call `close()` first."""
     _closers.append(close)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -121,3 +122,21 @@ def test_a_signal_during_ray_start_up_stops_the_cluster_it_started(
     _assert_one_line(returncode, code, err)
     _, alive = psutil.wait_procs(children, timeout=30)
     assert not alive, [(p.pid, p.name()) for p in alive]
+
+
+def test_a_ctrl_c_caught_inside_code_run_from_a_string_still_exits_130(tmp_path: Path) -> None:
+    """A Ctrl-C that lands while a module defines a dataclass (code exec'd from a string), once
+    handled, must not turn the exit into death by SIGINT under `python -m` (CPython notes it)."""
+    (tmp_path / "interrupted_here.py").write_text(
+        "import sys\n"
+        "from meta.cli import fail\n"
+        "try:\n"
+        "    exec('raise KeyboardInterrupt')  # where dataclasses and namedtuples run their code\n"
+        "except KeyboardInterrupt:\n"
+        "    fail('meta-train', 'interrupted; nothing was written', 130)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "interrupted_here"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert done.stderr == "meta-train: error: interrupted; nothing was written\n"
