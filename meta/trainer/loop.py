@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +62,16 @@ class MetaTrainer:
         config_yaml: str,
         config_dict: dict[str, Any],
         console: Console | None = None,
+        on_open: Callable[[], object] | None = None,
     ) -> None:
         self.plan, self.cfg, self.console = plan, plan.cfg, console
         self._closed = False
         self.completed = False
         """Whether the final weights and status are written: the run is complete."""
-        start: RunStart = open_run(self.cfg, plan.run_id, config_yaml)
+        with deferred_interrupt():  # a signal comes before the run is written or after on_open
+            start: RunStart = open_run(self.cfg, plan.run_id, config_yaml)
+            if on_open is not None:
+                on_open()
         self.run_dir: Path = start.run_dir
         self.status = start.status
         self.status.durable = self.cfg.checkpoint.fsync

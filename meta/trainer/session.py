@@ -88,16 +88,19 @@ def _locked_run(
     changes: Mapping[str, tuple[Any, Any]] | None,
 ) -> Path:
     """Take the lock and train; every early stop becomes a Stopped."""
+    opened: list[bool] = []
     try:
         lock.acquire()
-        trainers.append(MetaTrainer(plan, config_yaml, resolved, console))
+        trainers.append(
+            MetaTrainer(plan, config_yaml, resolved, console, on_open=lambda: opened.append(True))
+        )
         record_changes(trainers[0].run_dir, trainers[0].meta_step, changes or {})
         return trainers[0].run()
     except RunLocked as error:
         raise Stopped(str(error), FAILED) from error
     except (KeyboardInterrupt, Terminated) as error:
         code = TERMINATED if isinstance(error, Terminated) else INTERRUPTED
-        message = _stopped("interrupted", plan, _first(trainers), lock.held)
+        message = _stopped("interrupted", plan, _first(trainers), lock.held, bool(opened))
         raise Stopped(message, code) from error
     except OSError as error:
         if error.errno == errno.ENOSPC:
@@ -138,7 +141,9 @@ def _join_or_start_ray(plan: Plan) -> Cluster | None:
         raise Stopped(_first_line(error), INPUT) from error
 
 
-def _stopped(reason: str, plan: Plan, trainer: MetaTrainer | None, locked: bool = True) -> str:
+def _stopped(
+    reason: str, plan: Plan, trainer: MetaTrainer | None, locked: bool = True, opened: bool = False
+) -> str:
     """`<reason>; <what the run directory holds>[. Resume with: <command>]`."""
     cfg, run_dir = plan.cfg, Path(plan.cfg.results_dir) / plan.run_id
     command = resume_command(plan.run_id, cfg.results_dir)
@@ -147,6 +152,9 @@ def _stopped(reason: str, plan: Plan, trainer: MetaTrainer | None, locked: bool 
         return f"{reason} before the run started; {where}"
     if trainer is not None and trainer.completed:
         return f"{reason} after the run completed; {run_dir} is complete"
+    if trainer is None and cfg.resume and opened:  # its status and configuration rewritten
+        kept = f"{run_dir} keeps its meta-steps"
+        return f"{reason} while the run resumed; {kept}. Resume with: {command}"
     if trainer is None and cfg.resume:
         return f"{reason} before the run resumed; {run_dir} is as it was. Resume with: {command}"
     done = 0 if trainer is None else trainer.committed
