@@ -27,6 +27,7 @@ from envs.bench import throughput
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.rollout import SERIAL_BATCH
 from meta.bench import limit as bench_limit
+from meta.bench import markup
 from meta.bench import report as bench_report
 from meta.bench import scaling as bench_scaling
 from meta.bench.sb3 import Outcome, Settings, train_ours, train_sb3
@@ -258,7 +259,7 @@ def missing_extra() -> str | None:
 def check_page(page: Path) -> None:
     """Exit 2 with one line unless `page` exists and has the meta-bench markers."""
     try:
-        bench_report.splice(page.read_text(), "")
+        markup.splice(page.read_text(), "")
     except (OSError, ValueError) as error:
         reason = error.strerror if isinstance(error, OSError) else error
         print(f"meta-bench: error: --readme {page}: {reason}", file=sys.stderr)
@@ -288,9 +289,7 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.markdown).write_text(bench_report.markdown(report))
     if args.readme:
         readme = Path(args.readme)
-        atomic_write_text(
-            readme, bench_report.splice(readme.read_text(), bench_report.markdown(report))
-        )
+        atomic_write_text(readme, markup.splice(readme.read_text(), bench_report.markdown(report)))
     written = [str(p) for p in (out, args.markdown, args.readme) if p]
     print(f"meta-bench: wrote {', '.join(written)}")
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from meta.bench import scaling
 from meta.bench.limit import limit_rate
+from meta.bench.markup import Table, md_table, text_table
 
-Table = tuple[list[str], list[list[str]]]
 TARGET_RATIO = 2.0
 
 
@@ -221,24 +221,6 @@ def reading(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def _text_table(table: Table) -> str:
-    headers, rows = table
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-    for row in rows:
-        cells = zip(row, widths, strict=True)
-        lines.append(
-            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(cells))
-        )
-    return "\n".join(lines)
-
-
-def _md_table(table: Table) -> str:
-    headers, rows = table
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-
-
 def _settings_line(report: dict[str, Any]) -> str:
     s, p, net = report["settings"], report["settings"]["ppo"], report["settings"]["network"]
     return (
@@ -272,7 +254,7 @@ def _machine_line(report: dict[str, Any]) -> str:
 def text(report: dict[str, Any]) -> str:
     """The report as plain-text tables."""
     parts = [f"machine: {_machine_line(report)}", f"settings: {_settings_line(report)}"]
-    parts += [f"\n{title}\n{_text_table(table)}" for title, table in tables(report)]
+    parts += [f"\n{title}\n{text_table(table)}" for title, table in tables(report)]
     return "\n".join([*parts, "", *reading(report)])
 
 
@@ -291,17 +273,5 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     for title, table in tables(report):
-        parts += [f"### {title}", "", _md_table(table), ""]
+        parts += [f"### {title}", "", md_table(table), ""]
     return "\n".join(parts)
-
-
-BEGIN, END = "<!-- meta-bench:begin -->", "<!-- meta-bench:end -->"
-
-
-def splice(text: str, block: str) -> str:
-    """`text` with what stands between the meta-bench markers replaced by `block`."""
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise ValueError(f"it needs one {BEGIN} line followed by one {END} line")
-    head, rest = text.split(BEGIN)
-    _, tail = rest.split(END)
-    return f"{head}{BEGIN}\n{block.strip()}\n{END}{tail}"

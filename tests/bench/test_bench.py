@@ -22,7 +22,8 @@ from meta.bench import limit as bench_limit
 from meta.bench import sb3 as bench_sb3
 from meta.bench.gym_vec import TaskVecEnv
 from meta.bench.limit import flop_model, layers, limit_rate, limits
-from meta.bench.report import BEGIN, END, outer_breakdown, splice, summarise
+from meta.bench.markup import BEGIN, END, splice
+from meta.bench.report import outer_breakdown, summarise
 from meta.bench.sb3 import Outcome, Settings, _Schedule, train_ours, train_sb3
 
 # --- FLOP model and the GEMM limit -------------------------------------------------------------

@@ -17,7 +17,7 @@ import envs
 from meta.bench import cli as bench
 from meta.bench import sb3 as bench_sb3
 from meta.bench import scaling as bench_scaling
-from meta.bench.report import BEGIN, END
+from meta.bench.markup import BEGIN, END
 from meta.evaluation.adapt import Act
 from meta.runtime.threads import torch_threads
 
