@@ -99,7 +99,7 @@ def _steps(value: float) -> str:
 
 
 def table(cells: Sequence[Cell], target: float = 0.8, confidence: float = 0.95) -> str:
-    """The summary as text: IQM [CI] per budget and method, then steps to the success target."""
+    """The summary as text: IQM [CI] per env steps and method, then steps to the success target."""
     names, width = methods(cells), 25
     lines = []
     for family, split in panels(cells):
@@ -109,11 +109,12 @@ def table(cells: Sequence[Cell], target: float = 0.8, confidence: float = 0.95) 
                 f"{family} / {split} tasks: {METRIC_LABELS[metric]}, "
                 f"IQM [{confidence:.0%} CI] over {max(c.n for c in panel)} task-seeds"
             )
-            lines.append(f"{'budget':>6}  " + "".join(f"{m:<{width}}" for m in names))
-            for budget in sorted({c.budget for c in panel}):
-                row = {c.method: c for c in panel if c.budget == budget}
+            lines.append(f"{'env steps':>9}  " + "".join(f"{m:<{width}}" for m in names))
+            # One axis for every start: procedures with other update sizes sit on other rows.
+            for steps in sorted({c.env_steps for c in panel}):
+                row = {c.method: c for c in panel if c.env_steps == steps}
                 text = "".join(f"{_ci(row.get(m), metric):<{width}}" for m in names)
-                lines.append(f"{budget:>6}  {text}")
+                lines.append(f"{steps:>9}  {text}")
             lines.append("")
     lines.append(f"Adaptation env steps until the success IQM reaches {target:g} (steps_to_80.csv)")
     lines.append(f"{'family':<12} {'split':<10} " + "".join(f"{m:<14}" for m in names))
