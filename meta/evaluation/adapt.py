@@ -60,6 +60,20 @@ class Setting:
         buffer = self.buffer_size(procedure or Procedure())
         return math.ceil(buffer / agents) * agents
 
+    def budgets(self, procedure: Procedure | None = None) -> list[int]:
+        """eval.budgets, continued so that every procedure reaches the same env-step horizon.
+
+        The horizon is the largest budget at the largest update size among eval.adaptation; a
+        procedure with smaller updates also gets the budgets of the larger size's env steps
+        beyond its own largest budget (e.g. 24, 32, 48, 64 updates of 512 for 6, 8, 12, 16 of
+        2,048), so that "not reached" means the same number of env steps for every start.
+        """
+        own = self.buffer_size(procedure or Procedure())
+        largest = max(self.buffer_size(p) for p in self.eval.adaptation)
+        top = max(self.eval.budgets)
+        scaled = {-(-b * largest // own) for b in self.eval.budgets}
+        return sorted({*self.eval.budgets, *(b for b in scaled if b > top)})
+
     def ppo(self, agents: int, procedure: Procedure | None = None) -> PPOConfig:
         """The run's PPO with the procedure's optimizer, learning rate and buffer, held constant."""
         procedure = procedure or Procedure()
@@ -70,7 +84,7 @@ class Setting:
             learning_rate=procedure.learning_rate or self.run.ppo.learning_rate,
             buffer_size=buffer,
             batch_size=min(self.run.ppo.batch_size, buffer),
-            max_steps=max(max(self.eval.budgets), 1) * self.steps_per_update(agents, procedure),
+            max_steps=max(*self.budgets(procedure), 1) * self.steps_per_update(agents, procedure),
             learning_rate_schedule="constant",
             beta_schedule="constant",
             epsilon_schedule="constant",
@@ -81,7 +95,8 @@ class Setting:
         ppo = self.run.ppo
         optimizer = procedure.optimizer or ppo.optimizer
         learning_rate = procedure.learning_rate or ppo.learning_rate
-        return f"{optimizer} lr={learning_rate:g} buffer={self.buffer_size(procedure)}"
+        label = f"{optimizer} lr={learning_rate:g} buffer={self.buffer_size(procedure)}"
+        return label if procedure.log_std is None else f"{label} log_std={procedure.log_std:g}"
 
 
 def derived_seed(seed: int, split: str, family: str, *more: int) -> int:
@@ -174,7 +189,7 @@ def adapt(pool: EnvPool, adapt_job: AdaptJob) -> list[Measurement]:
     ev, task, procedure = setting.eval, job.task, adapt_job.procedure
     game = is_game(task.family)
     adapt_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _ADAPT)
-    budgets = set(ev.budgets)
+    budgets = set(setting.budgets(procedure))
     env = pool.env(task.family, task.params, adapt_seed)
     try:
         env.reset()
@@ -182,6 +197,9 @@ def adapt(pool: EnvPool, adapt_job: AdaptJob) -> list[Measurement]:
         policy = policy_for(env, setting.run.network, seed=adapt_seed).to(setting.device)
         if start is not None:
             policy.load_state_dict(start)
+        if procedure.log_std is not None:
+            with torch.no_grad():
+                policy.log_std.fill_(procedure.log_std)
         snapshots = {0: cpu_weights(policy)} if 0 in budgets else {}
 
         def snapshot(update: int, _: Mapping[str, float]) -> None:

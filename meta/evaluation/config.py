@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from meta.algorithm.ppo.config import OPTIMIZERS
@@ -22,6 +23,9 @@ class Procedure:
     """Learning rate (constant while adapting); null: the run's ppo.learning_rate."""
     buffer_size: int | None = None
     """Agent-steps per update; null: eval.buffer_size (pretraining: the run's ppo.buffer_size)."""
+    log_std: float | None = None
+    """Adaptation only: the start's action log std, set before adapting (0.0: a fresh policy's,
+    so every start explores as scratch does); null: the start's own."""
 
     def validate(self, where: str) -> None:
         """Raise ValueError naming the first invalid field."""
@@ -33,6 +37,8 @@ class Procedure:
             raise ValueError(f"{where}.learning_rate must be > 0, got {self.learning_rate}")
         if self.buffer_size is not None and not self.buffer_size > 0:
             raise ValueError(f"{where}.buffer_size must be > 0, got {self.buffer_size}")
+        if self.log_std is not None and not math.isfinite(self.log_std):
+            raise ValueError(f"{where}.log_std must be a finite number, got {self.log_std}")
 
 
 @dataclass
@@ -55,7 +61,8 @@ class EvalConfig:
     """Tasks the procedures are chosen on: `train` (meta-eval's fresh training-distribution
     tasks) or `validation` (the same ranges, seeds of their own); never `test`."""
     budgets: list[int] = field(default_factory=lambda: [0, 1, 2, 5, 10, 20])
-    """Adaptation budgets in PPO updates (of each procedure's buffer_size agent-steps)."""
+    """Adaptation budgets in PPO updates (of each procedure's buffer_size agent-steps); a
+    procedure with smaller updates continues to the env steps of the largest size's last budget."""
     seeds: int = 5
     """Adaptation seeds per task and method."""
     tasks_per_family: int = 4

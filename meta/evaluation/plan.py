@@ -102,6 +102,11 @@ def check_eval(ev: EvalConfig) -> None:
             entry.validate(f"eval.{name}[{i}]")
         if len(set(map(repr, entries))) != len(entries):
             raise ValueError(f"eval.{name} lists an entry twice: {list(map(repr, entries))}")
+    for i, entry in enumerate(ev.joint_ppo):
+        if entry.log_std is not None:
+            raise ValueError(
+                f"eval.joint_ppo[{i}].log_std: an adaptation setting, not a pretraining one"
+            )
     if ev.joint_run_id and ev.joint_ppo != [Procedure()]:
         raise ValueError(
             "eval.joint_run_id gives the joint baseline; eval.joint_ppo (which trains one per "

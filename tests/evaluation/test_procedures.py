@@ -1,0 +1,76 @@
+"""Adaptation procedures: one env-step horizon for every update size; a start's log std."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+import torch
+from tinyconfig import TINY_EVAL
+
+from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.weights import cpu_weights
+from meta.config import Config
+from meta.curriculum.lessons import parse_environment_parameters
+from meta.evaluation.adapt import AdaptJob, Setting, adapt, sample_tasks
+from meta.evaluation.config import EvalConfig, Procedure
+from meta.runtime.envpool import EnvPool
+
+BUDGETS = [0, 1, 2, 3, 4, 6, 8, 12, 16]
+
+
+def setting(*procedures: Procedure) -> Setting:
+    """meta-eval's setting with these procedures and the positive controls' budgets."""
+    return Setting(Config(), EvalConfig(budgets=BUDGETS, adaptation=list(procedures)), seed=0)
+
+
+def test_smaller_updates_continue_to_the_largest_update_sizes_horizon() -> None:
+    small, large = Procedure(buffer_size=512), Procedure(buffer_size=2048)
+    both = setting(small, large)
+    assert both.budgets(large) == BUDGETS
+    assert both.budgets(small) == [*BUDGETS, 24, 32, 48, 64]
+    steps = {b * 2048 for b in BUDGETS}
+    assert steps <= {b * 512 for b in both.budgets(small)}
+    assert both.ppo(64, small).max_steps == 64 * 512 == both.ppo(64, large).max_steps
+
+
+def test_one_update_size_keeps_the_budgets_as_given() -> None:
+    assert setting(Procedure(buffer_size=512)).budgets(Procedure(buffer_size=512)) == BUDGETS
+    assert setting(Procedure()).budgets() == BUDGETS
+
+
+def test_a_size_that_does_not_divide_rounds_budgets_up() -> None:
+    small, large = Procedure(buffer_size=768), Procedure(buffer_size=2048)
+    budgets = setting(small, large).budgets(small)
+    assert budgets[len(BUDGETS) :] == [22, 32, 43]  # 8, 12, 16 updates of 2,048 in 768s
+    assert budgets[-1] * 768 >= 16 * 2048
+
+
+def test_a_procedures_log_std_is_the_starts_before_adapting(
+    tiny_config: Callable[..., Config],
+) -> None:
+    cfg = tiny_config(*TINY_EVAL, "eval.deterministic=false", "eval.eval_episodes=16")
+    base = Setting(cfg, cfg.eval, seed=0)
+    job = sample_tasks(base, parse_environment_parameters({}, [BEHAVIOR_NAME]))[
+        "FindTarget", "test"
+    ][0]
+    env = EnvPool(cfg.env).env("FindTarget", job.task.params, 0)
+    env.reset()
+    start = cpu_weights(policy_for(env, cfg.network, seed=1))
+    start["log_std"] = torch.full_like(start["log_std"], -4.0)
+
+    def rewards(procedure: Procedure) -> list[float]:
+        rows = adapt(EnvPool(cfg.env), AdaptJob(base, job, "m", start, 0, procedure=procedure))
+        return [r.mean_reward for r in rows]
+
+    own = rewards(Procedure())
+    assert rewards(Procedure(log_std=-4.0)) == own  # the start's own value: nothing changes
+    assert rewards(Procedure(log_std=0.0)) != own  # a fresh policy's spread: other episodes
+    assert base.label(Procedure(log_std=0.0)).endswith("buffer=128 log_std=0")
+
+
+def test_log_std_is_refused_where_it_means_nothing() -> None:
+    with pytest.raises(ValueError, match=r"eval.adaptation\[0\].log_std must be a finite number"):
+        Procedure(log_std=math.nan).validate("eval.adaptation[0]")
