@@ -9,7 +9,7 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.config import Config, RuntimeConfig
 from meta.curriculum.lessons import parse_environment_parameters
-from meta.evaluation.adapt import EvalTask, Setting, Weights, sample_tasks
+from meta.evaluation.adapt import Setting, Weights
 from meta.evaluation.config import EVAL_SPLITS, SELECTION_SPLITS, EvalConfig, Procedure
 from meta.evaluation.runs import (
     JOINT_RUN,
@@ -20,6 +20,7 @@ from meta.evaluation.runs import (
     joint_training,
     load_run,
 )
+from meta.evaluation.tasks import EvalTask, sample_tasks
 from meta.run.directory import STATUS_FILE, RunError, check_inside, latest_weights
 from meta.run.names import check_name
 from meta.run.status import TrainingStatus

@@ -18,7 +18,8 @@ from envs.constants import BEHAVIOR_NAME
 from meta.cli import CONFIG_DIR, register_configs
 from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters
-from meta.evaluation.adapt import AdaptJob, Setting, adapt, sample_tasks
+from meta.evaluation.adapt import AdaptJob, Setting, adapt
+from meta.evaluation.tasks import sample_tasks
 from meta.runtime.envpool import EnvPool
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"

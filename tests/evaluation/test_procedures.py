@@ -14,8 +14,9 @@ from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters
-from meta.evaluation.adapt import AdaptJob, Setting, adapt, sample_tasks
+from meta.evaluation.adapt import AdaptJob, Setting, adapt
 from meta.evaluation.config import EvalConfig, Procedure
+from meta.evaluation.tasks import sample_tasks
 from meta.runtime.envpool import EnvPool
 
 BUDGETS = [0, 1, 2, 3, 4, 6, 8, 12, 16]
