@@ -103,7 +103,6 @@ def _legacy_run_id(algorithm: str, override_dirname: str) -> str:
 def _train(cfg: DictConfig) -> float | None:
     from meta.launch import BEFORE_START
     from meta.observe.console import log_to, run_console
-    from meta.trainer import plan, session
 
     exit_at_once("meta-train", BEFORE_START)  # again for each job of a multirun
     console = run_console()
@@ -112,6 +111,9 @@ def _train(cfg: DictConfig) -> float | None:
         run_id = run_id_of(cfg)
         cfg, changes = _in_force(cfg, run_id)
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+        config.validate()  # before torch is imported: a bad value fails in a moment
+        from meta.trainer import plan, session
+
         _set_threads(config)
         checked = plan(config, run_id)
     except (ValueError, OSError, RuntimeError) as error:  # the input, and nothing written yet
@@ -211,11 +213,13 @@ EVAL_KEYS = (
 
 
 def _eval(cfg: DictConfig) -> None:
-    from meta.evaluation.evaluate import evaluate, plan
-    from meta.evaluation.plot import table
-
     try:
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+        config.eval.validate()  # before torch is imported: a bad value fails in a moment
+        config.runtime.validate()
+        from meta.evaluation.evaluate import evaluate, plan
+        from meta.evaluation.plot import table
+
         _set_threads(config)
         checked = plan(config, config.run_id)
     except Exception as error:  # all of it is about the input; nothing is written yet

@@ -52,6 +52,26 @@ def test_bad_input_is_one_line_nonzero_and_writes_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("main", "override"),
+    [("train_main", "meta.outer_lr=1.5"), ("eval_main", "eval.budgets=[-1]")],
+)
+def test_a_bad_value_is_refused_before_torch_is_imported(
+    tmp_path: Path, main: str, override: str
+) -> None:
+    """Config values fail in a moment: torch, Ray and the builds are never loaded for them."""
+    code = (
+        f"import sys\nfrom meta.cli import {main}\nsys.argv[1:] = {[override, 'run_id=r']!r}\n"
+        f"try:\n    {main}()\nexcept SystemExit as stop:\n"
+        "    print(stop.code, 'torch' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["2", "False"], done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "must be" in done.stderr, done.stderr
+
+
 def test_existing_run_is_refused_without_changes(tmp_path: Path, meta_train: MetaTrain) -> None:
     assert meta_train(*TINY, "meta.steps=1", "run_id=r", cwd=tmp_path).returncode == 0
     run_dir = tmp_path / "results" / "r"

@@ -91,3 +91,55 @@ class EvalConfig:
     out_dir: str | None = None
     """Where the results go; null: <results_dir>/<run_id>/eval for one run, and
     <results_dir>/eval_<id>+<id>+... for several."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid eval.* field."""
+        if not self.budgets:
+            raise ValueError("eval.budgets is empty: give adaptation budgets in PPO updates")
+        if any(b < 0 for b in self.budgets):
+            raise ValueError(f"eval.budgets must be >= 0, got {list(self.budgets)}")
+        for name in (
+            "seeds",
+            "tasks_per_family",
+            "buffer_size",
+            "eval_episodes",
+            "bootstrap_samples",
+            "workers",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"eval.{name} must be > 0, got {getattr(self, name)}")
+        if not self.splits or any(s not in EVAL_SPLITS for s in self.splits):
+            raise ValueError(
+                f"eval.splits must name splits among {EVAL_SPLITS}, got {list(self.splits)}"
+            )
+        if self.selection_split not in SELECTION_SPLITS:
+            raise ValueError(
+                f"eval.selection_split must be one of {SELECTION_SPLITS} (tasks of the training "
+                f"distribution, never test), got {self.selection_split!r}"
+            )
+        for name in ("adaptation", "joint_ppo"):
+            entries = getattr(self, name)
+            if not entries:
+                raise ValueError(
+                    f"eval.{name} is empty: give at least one entry ({{}}: the run's own)"
+                )
+            for i, entry in enumerate(entries):
+                entry.validate(f"eval.{name}[{i}]")
+            if len(set(map(repr, entries))) != len(entries):
+                raise ValueError(f"eval.{name} lists an entry twice: {list(map(repr, entries))}")
+        for i, entry in enumerate(self.joint_ppo):
+            if entry.log_std is not None:
+                raise ValueError(
+                    f"eval.joint_ppo[{i}].log_std: an adaptation setting, not a pretraining one"
+                )
+        if self.joint_run_id and self.joint_ppo != [Procedure()]:
+            raise ValueError(
+                "eval.joint_run_id gives the joint baseline; eval.joint_ppo (which trains one per "
+                "entry) must then be left at its default"
+            )
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"eval.confidence must be in (0, 1), got {self.confidence}")
+        if not 0.0 < self.success_target <= 1.0:
+            raise ValueError(f"eval.success_target must be in (0, 1], got {self.success_target}")
+        if len(set(self.run_ids)) != len(self.run_ids):
+            raise ValueError(f"eval.run_ids names a run twice: {list(self.run_ids)}")

@@ -10,7 +10,6 @@ from envs.constants import BEHAVIOR_NAME
 from meta.config import Config, RuntimeConfig
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import Setting, Weights
-from meta.evaluation.config import EVAL_SPLITS, SELECTION_SPLITS, EvalConfig, Procedure
 from meta.evaluation.runs import (
     JOINT_RUN,
     JointBaseline,
@@ -72,58 +71,9 @@ class EvalPlan:
         return next(iter(self.runs[0].joints), None)
 
 
-def check_eval(ev: EvalConfig) -> None:
-    """Raise ValueError naming the first invalid eval.* field."""
-    if not ev.budgets:
-        raise ValueError("eval.budgets is empty: give adaptation budgets in PPO updates")
-    if any(b < 0 for b in ev.budgets):
-        raise ValueError(f"eval.budgets must be >= 0, got {list(ev.budgets)}")
-    for name in (
-        "seeds",
-        "tasks_per_family",
-        "buffer_size",
-        "eval_episodes",
-        "bootstrap_samples",
-        "workers",
-    ):
-        if getattr(ev, name) <= 0:
-            raise ValueError(f"eval.{name} must be > 0, got {getattr(ev, name)}")
-    if not ev.splits or any(s not in EVAL_SPLITS for s in ev.splits):
-        raise ValueError(f"eval.splits must name splits among {EVAL_SPLITS}, got {list(ev.splits)}")
-    if ev.selection_split not in SELECTION_SPLITS:
-        raise ValueError(
-            f"eval.selection_split must be one of {SELECTION_SPLITS} (tasks of the training "
-            f"distribution, never test), got {ev.selection_split!r}"
-        )
-    for name in ("adaptation", "joint_ppo"):
-        entries = getattr(ev, name)
-        if not entries:
-            raise ValueError(f"eval.{name} is empty: give at least one entry ({{}}: the run's own)")
-        for i, entry in enumerate(entries):
-            entry.validate(f"eval.{name}[{i}]")
-        if len(set(map(repr, entries))) != len(entries):
-            raise ValueError(f"eval.{name} lists an entry twice: {list(map(repr, entries))}")
-    for i, entry in enumerate(ev.joint_ppo):
-        if entry.log_std is not None:
-            raise ValueError(
-                f"eval.joint_ppo[{i}].log_std: an adaptation setting, not a pretraining one"
-            )
-    if ev.joint_run_id and ev.joint_ppo != [Procedure()]:
-        raise ValueError(
-            "eval.joint_run_id gives the joint baseline; eval.joint_ppo (which trains one per "
-            "entry) must then be left at its default"
-        )
-    if not 0.0 < ev.confidence < 1.0:
-        raise ValueError(f"eval.confidence must be in (0, 1), got {ev.confidence}")
-    if not 0.0 < ev.success_target <= 1.0:
-        raise ValueError(f"eval.success_target must be in (0, 1], got {ev.success_target}")
-    if len(set(ev.run_ids)) != len(ev.run_ids):
-        raise ValueError(f"eval.run_ids names a run twice: {list(ev.run_ids)}")
-
-
 def plan(cli: Config, run_id: str) -> EvalPlan:
     """Validate the options, the runs, their weights and baselines; write nothing."""
-    check_eval(cli.eval)
+    cli.eval.validate()
     cli.runtime.validate()
     ids = list(cli.eval.run_ids) or ([run_id] if run_id else [])
     if not ids:

@@ -334,6 +334,13 @@ def test_parallel_adaptation_on_builds_takes_its_own_ports_and_gives_the_sequent
     unity = ("env=unity", "env.num_areas=8", f"env.base_port={port}", "env.timeout_wait=20")
     train(tiny_config("meta.steps=1", *unity), "u")
     # joint trains on native areas only: the run stands in as its own baseline
+    # one seed: 6 jobs on builds, 2 at a time, are enough to show the ports kept apart
     sequential_and_parallel(
-        tiny_config, "u", *unity, "eval.splits=[test]", "eval.budgets=[0,1]", "eval.joint_run_id=u"
+        tiny_config,
+        "u",
+        *unity,
+        "eval.splits=[test]",
+        "eval.budgets=[0,1]",
+        "eval.joint_run_id=u",
+        "eval.seeds=1",
     )

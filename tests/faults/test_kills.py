@@ -16,12 +16,29 @@ from meta.run.faults import POINTS
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
-@pytest.mark.parametrize("point", POINTS)
+CHAIN = (
+    ("after_commit", 0),
+    ("after_status", 1),
+    ("inner_training", 2),
+    ("before_kept", 2),
+    ("before_commit", 2),
+    ("after_rows", 2),
+    ("after_writers", 3),
+)
+"""Every point once, in an order RUN's 4 meta-steps reach: a kill before the commit leaves
+its meta-step to be done again, one after it moves the next process on by one."""
+
+
 def test_a_kill_at_each_point_of_a_meta_step_resumes_bitwise(
-    point: str, reference: Reference, scratch: Path
+    reference: Reference, scratch: Path
 ) -> None:
-    code, _ = run(scratch, *RUN, "run_id=k", fault=f"{point}@1")
-    assert code == -signal.SIGKILL
+    assert sorted(point for point, _ in CHAIN) == sorted(POINTS)
+    code, err = run(scratch, *RUN, "run_id=k", fault="@".join(map(str, CHAIN[0])))
+    assert code == -signal.SIGKILL, err
+    # each resume, as the printed command says, is killed at the next point
+    for point, meta_step in CHAIN[1:]:
+        code, err = run(scratch, "run_id=k", "resume=true", fault=f"{point}@{meta_step}")
+        assert code == -signal.SIGKILL, f"not killed at {point}@{meta_step}: {err}"
     code, err = resume_until_done(scratch, "k")
     assert code == 0, err
     assert reference.matches(scratch / "results" / "k")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,7 +108,10 @@ def test_a_real_search_returns_its_objective_and_reads_as_a_sweep(
         with (run / "search" / "adaptation.csv").open() as file:
             assert {row["split"] for row in csv.DictReader(file)} == {"train"}
     report = subprocess.run(
-        ["meta-report", str(results), "--no-figure"], capture_output=True, text=True, cwd=tmp_path
+        [str(Path(sys.executable).parent / "meta-report"), str(results), "--no-figure"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert report.returncode == 0, report.stderr
     assert "2 runs in 2 settings" in report.stdout and "objective" in report.stdout

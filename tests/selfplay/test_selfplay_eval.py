@@ -24,7 +24,7 @@ THREE = (
 )
 TINY_EVAL = (
     "eval.budgets=[0,1]",
-    "eval.seeds=2",
+    "eval.seeds=1",
     "eval.tasks_per_family=1",
     "eval.buffer_size=128",
     "eval.eval_episodes=16",
@@ -40,10 +40,10 @@ def test_games_are_measured_by_win_rates_against_random_and_theta(
     evaluate(plan(tiny_config(*overrides, "run_id=games", *TINY_EVAL), "games"))
     with (run_dir / "eval" / "adaptation.csv").open() as f:
         rows = list(csv.DictReader(f))
-    # 3 starts x 3 families x 2 splits x 1 task x 2 seeds x 2 budgets
-    assert len(rows) == 72
+    # 3 starts x 3 families x 2 splits x 1 task x 1 seed x 2 budgets
+    assert len(rows) == 36
     games = [r for r in rows if r["family"] == "Sumo"]
-    assert len(games) == 24 and {r["method"] for r in games} == {"reptile", "scratch", "joint"}
+    assert len(games) == 12 and {r["method"] for r in games} == {"reptile", "scratch", "joint"}
     for row in games:
         assert float(row["success"]) == float(row["win_rate_random"])
         assert 0.0 <= float(row["win_rate_theta"]) <= 1.0 and int(row["episodes"]) == 16
