@@ -9,10 +9,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from tinyconfig import TINY, compose_config
 
 from envs.backend import ports
 from meta.config import Config
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread in the test processes, as meta-train's default (torch_threads=1).
+
+    Each pytest-xdist worker has a core; two threads each would make the workers' OpenMP
+    threads wait on each other. Tests of two threads ask for them (`torch_threads(2)`).
+    """
+    torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
+
 from meta.config import Config
 from meta.runtime.cluster import join_or_start_ray
+from meta.runtime.threads import torch_threads
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import Plan, plan
 
@@ -19,7 +22,17 @@ __all__ = ["MetaTrainer", "Plan", "plan", "train"]
 
 
 def train(cfg: Config, run_id: str) -> Path:
-    """Validate, then run meta-training in-process (what meta-train does after composing)."""
+    """Validate, then run meta-training in-process (what meta-train does after composing).
+
+    The run has `cfg.torch_threads` torch threads (0: the caller's), as meta-train gives it;
+    the caller's number is restored afterwards.
+    """
+    threads = cfg.torch_threads or torch.get_num_threads()
+    with torch_threads(threads):
+        return _train(cfg, run_id)
+
+
+def _train(cfg: Config, run_id: str) -> Path:
     from omegaconf import OmegaConf
 
     checked = plan(cfg, run_id)
