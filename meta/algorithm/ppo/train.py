@@ -31,6 +31,7 @@ from meta.algorithm.ppo.rollout import (
 )
 from meta.algorithm.ppo.update import ppo_update
 from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
+from meta.runtime.allocator import keep_freed_memory
 from meta.runtime.threads import torch_threads
 
 __all__ = ["Collecting", "Hyper", "Schedule", "policy_for", "run_updates", "summary", "train"]
@@ -110,6 +111,7 @@ def run_updates(
     on_update: Callable[[int, dict[str, float]], None] | None = None,
 ) -> tuple[list[dict[str, float]], int]:
     """Collect a buffer and update, until cfg.max_steps agent-steps; the updates and the steps."""
+    keep_freed_memory()
     horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
     worker, update_threads = _update_threads(collector.device)
     steps, history = 0, []
