@@ -31,6 +31,7 @@ from meta.bench import markup
 from meta.bench import report as bench_report
 from meta.bench import scaling as bench_scaling
 from meta.bench.sb3 import Outcome, Settings, train_ours, train_sb3
+from meta.config import CheckpointConfig
 from meta.run.atomic import atomic_write_text
 from meta.runtime.threads import torch_threads
 
@@ -204,7 +205,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with torch_threads(1):  # meta-train's default (torch_threads=1)
         report["env"] = env_rates(args.quick)
         report["unity"] = unity_rates(args.quick)
-        report["outer"] = outer_overhead(3 if args.quick else 8)
+        # one checkpoint interval: a default run keeps (and exports) one checkpoint in each
+        report["outer"] = outer_overhead(
+            3 if args.quick else CheckpointConfig().checkpoint_interval
+        )
     report["scaling"] = bench_scaling.scaling(args.quick)
     report["load_after"] = os.getloadavg()
     bench_report.summarise(report)
