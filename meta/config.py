@@ -182,17 +182,21 @@ class RuntimeConfig:
         positive("runtime.torch_threads", self.torch_threads)
         if self.num_cpus is not None:
             positive("runtime.num_cpus", self.num_cpus)
-            need = self.num_actors * self.cpus_per_actor
-            if self.backend == "ray" and self.address is None and need > self.num_cpus:
+            if self.backend == "ray" and self.address is None:
                 # the local cluster will offer num_cpus: say so before starting it
-                raise ValueError(
-                    f"runtime.num_actors={self.num_actors} x runtime.cpus_per_actor="
-                    f"{self.cpus_per_actor} needs {need:g} CPUs; the Ray cluster has "
-                    f"{self.num_cpus} (runtime.num_cpus)"
-                )
+                self.check_room(self.num_cpus, " (runtime.num_cpus)")
         if self.address is not None and self.address != "auto" and not _host_port(self.address):
             raise ValueError(
                 f"runtime.address: {self.address!r} is not `auto` or host:port (e.g. 10.0.0.1:6379)"
+            )
+
+    def check_room(self, cpus: float, source: str = "") -> None:
+        """ValueError when `cpus` cannot hold num_actors x cpus_per_actor (`source`: whose)."""
+        need = self.num_actors * self.cpus_per_actor
+        if need > cpus:
+            raise ValueError(
+                f"runtime.num_actors={self.num_actors} x runtime.cpus_per_actor="
+                f"{self.cpus_per_actor} needs {need:g} CPUs; the Ray cluster has {cpus:g}{source}"
             )
 
 

@@ -162,8 +162,8 @@ def unity_rates(quick: bool) -> dict[str, Any]:
         return {"available": False, "reason": f"{type(error).__name__}: {error}"}
 
 
-def outer_overhead(meta_steps: int) -> dict[str, Any]:
-    """Seconds per meta-step outside the inner trainings, from a real run's timers.json."""
+def outer_overhead(meta_steps: int = CheckpointConfig().checkpoint_interval) -> dict[str, Any]:
+    """Seconds per meta-step outside the inner trainings (default: one checkpoint interval)."""
     from meta.config import Config, LoggerConfig, MetaConfig
     from meta.trainer import train as meta_train
 
@@ -205,10 +205,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with torch_threads(1):  # meta-train's default (torch_threads=1)
         report["env"] = env_rates(args.quick)
         report["unity"] = unity_rates(args.quick)
-        # one checkpoint interval: a default run keeps (and exports) one checkpoint in each
-        report["outer"] = outer_overhead(
-            3 if args.quick else CheckpointConfig().checkpoint_interval
-        )
+        report["outer"] = outer_overhead(3) if args.quick else outer_overhead()
     report["scaling"] = bench_scaling.scaling(args.quick)
     report["load_after"] = os.getloadavg()
     bench_report.summarise(report)

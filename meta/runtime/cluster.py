@@ -101,14 +101,11 @@ def _check_room(cfg: RuntimeConfig, cluster: Cluster) -> None:
     """RuntimeError when the cluster's CPUs cannot hold num_actors x cpus_per_actor."""
     import ray
 
-    total = float(ray.cluster_resources().get("CPU", 0.0))
-    need = cfg.num_actors * cfg.cpus_per_actor
-    if need > total:
+    try:
+        cfg.check_room(float(ray.cluster_resources().get("CPU", 0.0)))
+    except ValueError as error:
         cluster.close()
-        raise RuntimeError(
-            f"runtime.num_actors={cfg.num_actors} x runtime.cpus_per_actor={cfg.cpus_per_actor} "
-            f"needs {need:g} CPUs; the Ray cluster has {total:g}"
-        )
+        raise RuntimeError(str(error)) from None
 
 
 def _first(error: BaseException) -> str:
