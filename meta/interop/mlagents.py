@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from meta.algorithm.ppo.config import NetworkConfig
+from meta.algorithm.ppo.optim import Adam
 
 Weights = Mapping[str, torch.Tensor]
 
@@ -163,7 +164,7 @@ def _normalizer_out(theta: Weights) -> dict[str, torch.Tensor]:
 def _fresh_adam(count: int) -> dict[str, Any]:
     """The state_dict of a new Adam over `count` parameters, as ML-Agents' PPO creates it."""
     params = [torch.nn.Parameter(torch.zeros(())) for _ in range(count)]
-    return torch.optim.Adam(params, lr=ADAM_LR).state_dict()
+    return Adam(params, lr=ADAM_LR).state_dict()
 
 
 def from_mlagents(

@@ -13,6 +13,7 @@ import envs
 from meta.algorithm.inner import InnerResult, inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.loss import make_optimizer
+from meta.algorithm.ppo.optim import SGD
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import policy_for, train
 from meta.runtime.threads import torch_threads
@@ -89,7 +90,7 @@ def test_sgd_takes_plain_gradient_steps_and_is_deterministic() -> None:
     assert not all(torch.equal(a.weights[k], adam.weights[k]) for k in a.weights)
     assert a.optimizer_state is not None and not a.optimizer_state["state"]  # no moments
     env = envs.make("FindTarget", num_areas=2, seed=0)
-    assert isinstance(make_optimizer(policy_for(env, net), 0.1, "sgd"), torch.optim.SGD)
+    assert isinstance(make_optimizer(policy_for(env, net), 0.1, "sgd"), SGD)
 
 
 def test_one_or_two_torch_threads_train_the_same_weights() -> None:

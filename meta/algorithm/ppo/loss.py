@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 
 from meta.algorithm.ppo.config import PPOConfig
+from meta.algorithm.ppo.optim import SGD, Adam, Optimizer
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob
 
 ADAM_EPS = 1e-7
@@ -32,17 +33,16 @@ class Minibatch(NamedTuple):
     returns: torch.Tensor
 
 
-def make_optimizer(
-    policy: Policy, learning_rate: float, kind: str = "adam"
-) -> torch.optim.Optimizer:
+def make_optimizer(policy: Policy, learning_rate: float, kind: str = "adam") -> Optimizer:
     """A fresh optimizer over the policy's parameters, in module order (its state follows them).
 
     `adam` is ML-Agents' (fused: one kernel steps every parameter, in about a third of the
     time the for-each implementation takes at this network's size); `sgd` takes plain steps.
+    Both are torch.optim's, stepped through its functions (meta.algorithm.ppo.optim).
     """
     if kind == "sgd":
-        return torch.optim.SGD(policy.parameters(), lr=learning_rate)
-    return torch.optim.Adam(policy.parameters(), lr=learning_rate, eps=ADAM_EPS, fused=True)
+        return SGD(policy.parameters(), lr=learning_rate)
+    return Adam(policy.parameters(), lr=learning_rate, eps=ADAM_EPS, fused=True)
 
 
 def clipped_policy_loss(
@@ -102,7 +102,7 @@ def _critic_half(
 
 def gradient_step(
     policy: Policy,
-    optimizer: torch.optim.Optimizer,
+    optimizer: Optimizer,
     batch: Minibatch,
     cfg: PPOConfig,
     epsilon: float,

@@ -20,6 +20,7 @@ from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import make_optimizer
+from meta.algorithm.ppo.optim import Optimizer
 from meta.algorithm.ppo.policy import Policy, make_policy
 from meta.algorithm.ppo.rollout import (
     Collector,
@@ -50,7 +51,7 @@ def train(
     stats_channel: StatsSideChannel | None = None,
     timers: Timers | None = None,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
-    optimizer: torch.optim.Optimizer | None = None,
+    optimizer: Optimizer | None = None,
     schedule: Schedule | None = None,
 ) -> dict[str, float]:
     """Train `policy` in place for cfg.max_steps agent-steps; return stats.
@@ -103,7 +104,7 @@ class Collecting(Protocol):
 def run_updates(
     collector: Collecting,
     policy: Policy,
-    optimizer: torch.optim.Optimizer,
+    optimizer: Optimizer,
     cfg: PPOConfig,
     schedule: Schedule,
     generator: torch.Generator,

@@ -11,6 +11,7 @@ import torch
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import Minibatch, gradient_step
+from meta.algorithm.ppo.optim import Optimizer
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import Rollout
 from meta.observe.tags import (
@@ -85,7 +86,7 @@ def normalised(advantages: torch.Tensor) -> torch.Tensor:
 
 def ppo_update(
     policy: Policy,
-    optimizer: torch.optim.Optimizer,
+    optimizer: Optimizer,
     rollout: Rollout,
     cfg: PPOConfig,
     hyper: Hyper,

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from meta.algorithm.ppo.optim import Optimizer
+
 Weights = dict[str, torch.Tensor]
 OptimizerState = dict[str, Any]
 """An optimizer's state_dict (Adam's moments and step counts), on the CPU."""
@@ -23,7 +25,7 @@ def cpu_weights(module: torch.nn.Module) -> Weights:
     return cpu_copy(module.state_dict())
 
 
-def optimizer_cpu_state(optimizer: torch.optim.Optimizer) -> OptimizerState:
+def optimizer_cpu_state(optimizer: Optimizer) -> OptimizerState:
     """A CPU copy of the optimizer's state_dict (what a checkpoint stores)."""
     state = copy.deepcopy(optimizer.state_dict())
     for slots in state["state"].values():

@@ -13,6 +13,7 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.optim import Optimizer
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.train import Schedule, run_updates, summary
@@ -45,7 +46,7 @@ def ghost_train(
     *,
     seed: int,
     schedule: Schedule,
-    optimizer: torch.optim.Optimizer,
+    optimizer: Optimizer,
     state: SelfPlayState | None = None,
     timers: Timers | None = None,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
@@ -86,7 +87,7 @@ def game_train(
     env: AgentEnvironment,
     policy: Policy,
     cfg: PPOConfig,
-    optimizer: torch.optim.Optimizer,
+    optimizer: Optimizer,
     *,
     seed: int,
     hyper: Hyper | None = None,

@@ -1,0 +1,194 @@
+"""Adam and SGD as torch.optim computes them, without torch.optim.Optimizer's start-up cost.
+
+Every method of ``torch.optim.Optimizer`` (its constructor included) imports ``torch._dynamo``
+on first use, which takes about 2 s of each training process here, and this harness never
+compiles. These classes hold the same parameter group and state as ``torch.optim.Adam`` and
+``torch.optim.SGD`` and step through the same functions those call (``torch.optim.adam.adam``,
+``torch.optim.sgd.sgd``) with the same arguments, so every step gives the same numbers, bit
+for bit, and a ``state_dict`` of either loads into the other (tests/algorithm/test_optim.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch.optim.adam import adam
+from torch.optim.sgd import sgd
+
+State = dict[str, Any]
+
+
+class Optimizer:
+    """One parameter group, its per-parameter state, and torch.optim's state_dict format."""
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], defaults: dict[str, Any]) -> None:
+        self.params, self.defaults = list(params), dict(defaults)
+        self.param_groups: list[dict[str, Any]] = [{"params": self.params, **defaults}]
+        self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
+
+    @property
+    def group(self) -> dict[str, Any]:
+        """The one parameter group (its learning rate is set by the update)."""
+        return self.param_groups[0]
+
+    def zero_grad(self) -> None:
+        """Drop the gradients, as torch.optim's default ``set_to_none=True`` does."""
+        for param in self.params:
+            param.grad = None
+
+    def with_grads(self) -> list[torch.nn.Parameter]:
+        """The parameters that have a gradient, in order."""
+        return [param for param in self.params if param.grad is not None]
+
+    def state_dict(self) -> State:
+        """``{"state": {index: slots}, "param_groups": [...]}``, as torch.optim gives it."""
+        index = {id(param): i for i, param in enumerate(self.params)}
+        hyper = {k: v for k, v in self.group.items() if k != "params"}
+        return {
+            "state": {index[id(param)]: slots for param, slots in self.state.items()},
+            "param_groups": [{**hyper, "params": list(range(len(self.params)))}],
+        }
+
+    def load_state_dict(self, state_dict: State) -> None:
+        """Take a state_dict of this optimizer or torch.optim's over the same parameters."""
+        groups = state_dict["param_groups"]
+        if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
+            raise ValueError(
+                f"optimizer state for {[len(g['params']) for g in groups]} parameters in "
+                f"{len(groups)} group(s); this optimizer has {len(self.params)} in one"
+            )
+        steps_on_param = bool(groups[0].get("fused") or groups[0].get("capturable"))
+        self.state = {}
+        for i, slots in state_dict["state"].items():
+            param = self.params[groups[0]["params"].index(i)]
+            self.state[param] = {
+                key: _placed(value, param, key == "step", steps_on_param)
+                for key, value in slots.items()
+            }
+        hyper = {k: v for k, v in groups[0].items() if k != "params"}
+        self.param_groups = [{"params": self.params, **hyper}]
+
+
+def _placed(value: Any, param: torch.Tensor, is_step: bool, steps_on_param: bool) -> Any:
+    """A state value on the parameter's device, cast as torch.optim casts it on load."""
+    if not isinstance(value, torch.Tensor) or (is_step and not steps_on_param):
+        return value
+    if is_step:
+        return value.to(dtype=torch.float32, device=param.device)
+    if param.is_floating_point():
+        return value.to(dtype=param.dtype, device=param.device)
+    return value.to(device=param.device)
+
+
+class Adam(Optimizer):
+    """``torch.optim.Adam(params, lr, eps=eps, fused=fused)``, stepped by ``adam``."""
+
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        lr: float,
+        eps: float = 1e-8,
+        fused: bool | None = None,
+    ) -> None:
+        super().__init__(
+            params,
+            {
+                "lr": lr,
+                "betas": (0.9, 0.999),
+                "eps": eps,
+                "weight_decay": 0,
+                "amsgrad": False,
+                "maximize": False,
+                "foreach": None,
+                "capturable": False,
+                "differentiable": False,
+                "fused": fused,
+                "decoupled_weight_decay": False,
+            },
+        )
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One Adam step of every parameter with a gradient (state made on its first)."""
+        group, params = self.group, self.with_grads()
+        slots = [self.state.get(param) or self._fresh(param) for param in params]
+        beta1, beta2 = group["betas"]
+        adam(
+            params,
+            [param.grad for param in params],  # type: ignore[misc]
+            [s["exp_avg"] for s in slots],
+            [s["exp_avg_sq"] for s in slots],
+            [],
+            [s["step"] for s in slots],
+            amsgrad=group["amsgrad"],
+            has_complex=any(torch.is_complex(param) for param in params),
+            beta1=beta1,
+            beta2=beta2,
+            lr=group["lr"],
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=group["maximize"],
+            foreach=group["foreach"],
+            capturable=group["capturable"],
+            differentiable=group["differentiable"],
+            fused=group["fused"],
+            grad_scale=None,
+            found_inf=None,
+            decoupled_weight_decay=group["decoupled_weight_decay"],
+        )
+
+    def _fresh(self, param: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Zero moments and step count, placed where torch.optim.Adam places them."""
+        if self.group["fused"] or self.group["capturable"]:
+            step = torch.zeros((), dtype=torch.float32, device=param.device)
+        else:
+            scalar = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
+            step = torch.tensor(0.0, dtype=scalar, device="cpu")
+        slots = {
+            "step": step,
+            "exp_avg": torch.zeros_like(param, memory_format=torch.preserve_format),
+            "exp_avg_sq": torch.zeros_like(param, memory_format=torch.preserve_format),
+        }
+        self.state[param] = slots
+        return slots
+
+
+class SGD(Optimizer):
+    """``torch.optim.SGD(params, lr)``: plain steps, no state, stepped by ``sgd``."""
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float) -> None:
+        super().__init__(
+            params,
+            {
+                "lr": lr,
+                "momentum": 0,
+                "dampening": 0,
+                "weight_decay": 0,
+                "nesterov": False,
+                "maximize": False,
+                "foreach": None,
+                "differentiable": False,
+                "fused": None,
+            },
+        )
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """``param -= lr * grad`` for every parameter with a gradient."""
+        group, params = self.group, self.with_grads()
+        sgd(
+            params,
+            [param.grad for param in params],  # type: ignore[misc]
+            [],
+            has_sparse_grad=any(param.grad.is_sparse for param in params),  # type: ignore[union-attr]
+            foreach=group["foreach"],
+            fused=group["fused"],
+            weight_decay=group["weight_decay"],
+            momentum=group["momentum"],
+            lr=group["lr"],
+            dampening=group["dampening"],
+            nesterov=group["nesterov"],
+            maximize=group["maximize"],
+        )
