@@ -75,6 +75,18 @@ def client_profile(steps: int) -> str:
     return ", ".join(parts)
 
 
+def build_phases(folder: Path) -> dict[str, float]:
+    """Microseconds per step in each phase of the last build that logged to `folder`."""
+    line = re.findall(r"time per step: (.*)", (folder / "Player-0.log").read_text())[-1]
+    return {name: float(us) for name, us in re.findall(r"(\w+) (\d+) us", line)}
+
+
+def without_build(areas: int, rate: float, phases: dict[str, float]) -> float:
+    """The rate if the build's own work (all but waiting on the trainer) took no time."""
+    own = sum(us for name, us in phases.items() if name != "exchange")
+    return areas / (areas / rate - own * 1e-6)
+
+
 def through_unity(family: str, areas: int, steps: int, folder: Path) -> tuple[float, str]:
     """Rate through one UnityEnvironment, and the client- and build-side time per step."""
     use_this_interpreter()
@@ -91,8 +103,13 @@ def through_unity(family: str, areas: int, steps: int, folder: Path) -> tuple[fl
         client = client_profile(steps)
     finally:
         env.close()
-    timing = re.findall(r"time per step: (.*)", (folder / "Player-0.log").read_text())[-1]
-    return value, f"trainer side (us/step): {client}\n        build side (us/step): {timing}"
+    phases = build_phases(folder)
+    build = ", ".join(f"{name} {us:.0f}" for name, us in phases.items())
+    bound = without_build(areas, value, phases)
+    return value, (
+        f"trainer side (us/step): {client}\n        build side (us/step): {build}\n"
+        f"        if the build's own work (all but exchange) took no time: at most {bound:,.0f}"
+    )
 
 
 def rss_mb(pid: int) -> float:

@@ -147,15 +147,17 @@ def env_rates(quick: bool) -> list[dict[str, Any]]:
 def unity_rates(quick: bool) -> dict[str, Any]:
     """The protocol backend through envs.bench_unity, or why it could not run."""
     try:
-        from envs import bench_unity
+        from envs import bench_unity as bu
 
-        steps = 300 if quick else 2000
-        with tempfile.TemporaryDirectory() as folder:
-            rows = []
+        steps, rows = (300 if quick else 2000), []
+        with tempfile.TemporaryDirectory() as temporary:
+            folder = Path(temporary)
             for areas in (1, 64):
-                rate, _ = bench_unity.through_unity("FindTarget", areas, steps, Path(folder))
-                rows.append({"path": "UnityEnvironment + build", "areas": areas, "rate": rate})
-                rate, _ = bench_unity.through_backend("FindTarget", areas, 1, steps, Path(folder))
+                rate, _ = bu.through_unity("FindTarget", areas, steps, folder)
+                row = {"areas": areas, "rate": rate, "build_us": bu.build_phases(folder)}
+                row["without_build"] = bu.without_build(areas, rate, row["build_us"])
+                rows.append({"path": "UnityEnvironment + build", **row})
+                rate, _ = bu.through_backend("FindTarget", areas, 1, steps, folder)
                 rows.append({"path": "unity backend, 1 worker", "areas": areas, "rate": rate})
         return {"available": True, "rows": rows}
     except Exception as error:  # an optional part: any failure is reported, not raised

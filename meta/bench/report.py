@@ -154,14 +154,21 @@ def _env(report: dict[str, Any]) -> Table:
     )
 
 
+NO_BUILD = "with a build taking no time"
+"""The rate the trainer side and the transport alone allow (envs.bench_unity.without_build)."""
+
+
 def _unity(report: dict[str, Any]) -> Table:
     unity = report["unity"]
     if not unity["available"]:
         return ["protocol backend", "reason"], [["not available", unity["reason"][:100]]]
-    return (
-        ["path", "areas", "agent-steps/s"],
-        [[u["path"], str(u["areas"]), _k(u["rate"])] for u in unity["rows"]],
-    )
+    rows = []
+    for u in unity["rows"]:
+        build = u.get("build_us", {})
+        own = sum(us for name, us in build.items() if name != "exchange")
+        extra = [f"{own:.0f}", _k(u["without_build"])] if build else ["", ""]
+        rows.append([u["path"], str(u["areas"]), _k(u["rate"]), *extra])
+    return ["path", "areas", "agent-steps/s", "build's own us/step", NO_BUILD], rows
 
 
 def _outer(report: dict[str, Any]) -> Table:

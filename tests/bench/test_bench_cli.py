@@ -249,6 +249,9 @@ def check_tables_against_json(tables: dict[str, Table], report: dict[str, Any]) 
     for shown, measured in zip(unity, report["unity"]["rows"], strict=True):
         assert (shown["path"], int(shown["areas"])) == (measured["path"], measured["areas"])
         assert shows(shown["agent-steps/s"], measured["rate"])
+        if "without_build" in measured:  # what the trainer side and the transport allow
+            assert measured["without_build"] > measured["rate"]
+            assert shows(shown["with a build taking no time"], measured["without_build"])
     outer = tables[f"Outer-loop overhead (mean of {report['outer']['meta_steps']} meta-steps)"]
     parts = {r["part"]: r["ms per meta-step"] for r in outer}
     for name, seconds in report["outer"]["parts_s"].items():
