@@ -167,3 +167,28 @@ def test_export_leaves_the_global_rng_alone() -> None:
     before = torch.get_rng_state()
     onnx_bytes(to_mlagents(policy.state_dict(), True, 1)[POLICY])
     assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.parametrize(("normalize", "layers"), [(True, 2), (False, 1), (True, 3)])
+def test_a_later_export_refills_the_first_graph_with_the_bytes_a_new_export_gives(
+    normalize: bool, layers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from meta.algorithm.ppo.config import NetworkConfig
+    from meta.algorithm.ppo.policy import make_policy
+
+    def policy(seed: int) -> dict[str, torch.Tensor]:
+        theta = make_policy(10, 2, NetworkConfig(32, layers, normalize), seed).state_dict()
+        return to_mlagents(theta, normalize, seed)[POLICY]
+
+    exports: list[int] = []
+    export = interop_onnx._export
+    monkeypatch.setattr(interop_onnx, "_export", lambda a: exports.append(1) or export(a))
+    monkeypatch.setattr(interop_onnx, "_EXPORTED", {})
+    onnx_bytes(policy(0))  # exported: the template of this shape
+    refilled = onnx_bytes(policy(1))
+    assert len(exports) == 1
+    monkeypatch.setattr(interop_onnx, "_EXPORTED", {})
+    exported = onnx_bytes(policy(1))
+    assert len(exports) == 2 and refilled == exported != onnx_bytes(policy(2))
+    names = [i.name for i in onnx.load_from_string(exported).graph.initializer]
+    assert "version_number.1" in names  # the renamed buffer is refilled too
