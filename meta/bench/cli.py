@@ -133,14 +133,11 @@ def default_inner(threads: list[int], repeats: int) -> list[dict[str, Any]]:
 def env_rates(quick: bool) -> list[dict[str, Any]]:
     """Raw BaseEnv step throughput of the native tasks (envs.bench)."""
     agent_steps, cap = (200_000, 20_000) if quick else (1_000_000, 100_000)
+    steps = {n: min(max(agent_steps // n, 500), cap) for n in (1, 64, 1024)}
     return [
-        {
-            "task": name,
-            "areas": n,
-            "rate": throughput(name, n, min(max(agent_steps // n, 500), cap)),
-        }
+        {"task": name, "areas": n, "rate": throughput(name, n, count)}
         for name in envs.FAMILIES
-        for n in (1, 64, 1024)
+        for n, count in steps.items()
     ]
 
 
@@ -154,8 +151,9 @@ def unity_rates(quick: bool) -> dict[str, Any]:
             folder = Path(temporary)
             for areas in (1, 64):
                 rate, _ = bu.through_unity("FindTarget", areas, steps, folder)
-                row = {"areas": areas, "rate": rate, "build_us": bu.build_phases(folder)}
-                row["without_build"] = bu.without_build(areas, rate, row["build_us"])
+                build = bu.build_phases(folder)
+                bound = bu.without_build(areas, rate, build)
+                row = {"areas": areas, "rate": rate, "build_us": build, "without_build": bound}
                 rows.append({"path": "UnityEnvironment + build", **row})
                 rate, _ = bu.through_backend("FindTarget", areas, 1, steps, folder)
                 rows.append({"path": "unity backend, 1 worker", "areas": areas, "rate": rate})

@@ -23,8 +23,9 @@ State = dict[str, Any]
 class Optimizer:
     """One parameter group, its per-parameter state, and torch.optim's state_dict format."""
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], defaults: dict[str, Any]) -> None:
-        self.params, self.defaults = list(params), dict(defaults)
+    def __init__(self, params: Iterable[torch.Tensor], defaults: dict[str, Any]) -> None:
+        self.params: list[torch.Tensor] = list(params)
+        self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = [{"params": self.params, **defaults}]
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
 
@@ -38,7 +39,11 @@ class Optimizer:
         for param in self.params:
             param.grad = None
 
-    def with_grads(self) -> list[torch.nn.Parameter]:
+    def step(self) -> None:
+        """One step of every parameter that has a gradient."""
+        raise NotImplementedError
+
+    def with_grads(self) -> list[torch.Tensor]:
         """The parameters that have a gradient, in order."""
         return [param for param in self.params if param.grad is not None]
 
@@ -87,7 +92,7 @@ class Adam(Optimizer):
 
     def __init__(
         self,
-        params: Iterable[torch.nn.Parameter],
+        params: Iterable[torch.Tensor],
         lr: float,
         eps: float = 1e-8,
         fused: bool | None = None,
@@ -158,7 +163,7 @@ class Adam(Optimizer):
 class SGD(Optimizer):
     """``torch.optim.SGD(params, lr)``: plain steps, no state, stepped by ``sgd``."""
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float) -> None:
+    def __init__(self, params: Iterable[torch.Tensor], lr: float) -> None:
         super().__init__(
             params,
             {
