@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from mlagents_envs.base_env import ActionTuple, BaseEnv
@@ -81,10 +82,21 @@ def build_phases(folder: Path) -> dict[str, float]:
     return {name: float(us) for name, us in re.findall(r"(\w+) (\d+) us", line)}
 
 
+def own_us(phases: dict[str, float]) -> float:
+    """The build's own microseconds per step: every phase but waiting on the trainer."""
+    return sum(us for name, us in phases.items() if name != "exchange")
+
+
 def without_build(areas: int, rate: float, phases: dict[str, float]) -> float:
-    """The rate if the build's own work (all but waiting on the trainer) took no time."""
-    own = sum(us for name, us in phases.items() if name != "exchange")
-    return areas / (areas / rate - own * 1e-6)
+    """The rate if the build's own work took no time."""
+    return areas / (areas / rate - own_us(phases) * 1e-6)
+
+
+def build_figures(areas: int, rate: float, folder: Path) -> dict[str, Any]:
+    """The last build's phases (us/step), their own total, and the rate without them."""
+    phases = build_phases(folder)
+    bound = without_build(areas, rate, phases)
+    return {"build_us": phases, "build_own_us": own_us(phases), "without_build": bound}
 
 
 def through_unity(family: str, areas: int, steps: int, folder: Path) -> tuple[float, str]:
@@ -103,12 +115,12 @@ def through_unity(family: str, areas: int, steps: int, folder: Path) -> tuple[fl
         client = client_profile(steps)
     finally:
         env.close()
-    phases = build_phases(folder)
-    build = ", ".join(f"{name} {us:.0f}" for name, us in phases.items())
-    bound = without_build(areas, value, phases)
+    figures = build_figures(areas, value, folder)
+    build = ", ".join(f"{name} {us:.0f}" for name, us in figures["build_us"].items())
     return value, (
         f"trainer side (us/step): {client}\n        build side (us/step): {build}\n"
-        f"        if the build's own work (all but exchange) took no time: at most {bound:,.0f}"
+        "        if the build's own work (all but exchange) took no time: "
+        f"at most {figures['without_build']:,.0f}"
     )
 
 

@@ -151,9 +151,7 @@ def unity_rates(quick: bool) -> dict[str, Any]:
             folder = Path(temporary)
             for areas in (1, 64):
                 rate, _ = bu.through_unity("FindTarget", areas, steps, folder)
-                build = bu.build_phases(folder)
-                bound = bu.without_build(areas, rate, build)
-                row = {"areas": areas, "rate": rate, "build_us": build, "without_build": bound}
+                row = {"areas": areas, "rate": rate, **bu.build_figures(areas, rate, folder)}
                 rows.append({"path": "UnityEnvironment + build", **row})
                 rate, _ = bu.through_backend("FindTarget", areas, 1, steps, folder)
                 rows.append({"path": "unity backend, 1 worker", "areas": areas, "rate": rate})

@@ -164,10 +164,8 @@ def _unity(report: dict[str, Any]) -> Table:
         return ["protocol backend", "reason"], [["not available", unity["reason"][:100]]]
     rows = []
     for u in unity["rows"]:
-        build = u.get("build_us", {})
-        own = sum(us for name, us in build.items() if name != "exchange")
-        extra = [f"{own:.0f}", _k(u["without_build"])] if build else ["", ""]
-        rows.append([u["path"], str(u["areas"]), _k(u["rate"]), *extra])
+        extra = [f"{u['build_own_us']:.0f}", _k(u["without_build"])] if "build_us" in u else []
+        rows.append([u["path"], str(u["areas"]), _k(u["rate"]), *(extra or ["", ""])])
     return ["path", "areas", "agent-steps/s", "build's own us/step", NO_BUILD], rows
 
 

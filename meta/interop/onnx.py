@@ -117,9 +117,10 @@ def onnx_bytes(policy: Mapping[str, torch.Tensor]) -> bytes:
     # fork_rng: building the layers and tracing randn_like would draw from the global RNG
     with torch.random.fork_rng(devices=[]):
         actor = ExportedActor(policy).eval()
-    shapes = tuple((name, tuple(value.shape)) for name, value in actor.state_dict().items())
+    state = actor.state_dict()
+    shapes = tuple((name, tuple(value.shape)) for name, value in state.items())
     template = _EXPORTED.get(shapes)
-    refilled = None if template is None else _refilled(template, actor.state_dict())
+    refilled = None if template is None else _refilled(template, state)
     if refilled is not None:
         return refilled
     _EXPORTED[shapes] = data = _export(actor)

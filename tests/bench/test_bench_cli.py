@@ -252,6 +252,7 @@ def check_tables_against_json(tables: dict[str, Table], report: dict[str, Any]) 
         if "without_build" in measured:  # what the trainer side and the transport allow
             assert measured["without_build"] > measured["rate"]
             assert shows(shown["with a build taking no time"], measured["without_build"])
+            assert shows(shown["build's own us/step"], measured["build_own_us"])
     outer = tables[f"Outer-loop overhead (mean of {report['outer']['meta_steps']} meta-steps)"]
     parts = {r["part"]: r["ms per meta-step"] for r in outer}
     for name, seconds in report["outer"]["parts_s"].items():

@@ -50,10 +50,9 @@ class Optimizer:
     def state_dict(self) -> State:
         """``{"state": {index: slots}, "param_groups": [...]}``, as torch.optim gives it."""
         index = {id(param): i for i, param in enumerate(self.params)}
-        hyper = {k: v for k, v in self.group.items() if k != "params"}
         return {
             "state": {index[id(param)]: slots for param, slots in self.state.items()},
-            "param_groups": [{**hyper, "params": list(range(len(self.params)))}],
+            "param_groups": [{**_hyper(self.group), "params": list(range(len(self.params)))}],
         }
 
     def load_state_dict(self, state_dict: State) -> None:
@@ -72,8 +71,12 @@ class Optimizer:
                 key: _placed(value, param, key == "step", steps_on_param)
                 for key, value in slots.items()
             }
-        hyper = {k: v for k, v in groups[0].items() if k != "params"}
-        self.param_groups = [{"params": self.params, **hyper}]
+        self.param_groups = [{"params": self.params, **_hyper(groups[0])}]
+
+
+def _hyper(group: dict[str, Any]) -> dict[str, Any]:
+    """A parameter group's hyperparameters: all but its parameters."""
+    return {k: v for k, v in group.items() if k != "params"}
 
 
 def _placed(value: Any, param: torch.Tensor, is_step: bool, steps_on_param: bool) -> Any:
