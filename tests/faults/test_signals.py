@@ -7,6 +7,7 @@ starting and the signal's default action applies, as for any program).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 import subprocess
@@ -144,3 +145,23 @@ def test_a_ctrl_c_caught_inside_code_run_from_a_string_still_exits_130(tmp_path:
     )
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr == "meta-train: error: interrupted; nothing was written\n"
+
+
+@pytest.mark.parametrize(("sig", "code"), SIGNALS)
+def test_a_signal_while_the_program_exits_is_its_code_or_none(
+    sig: int, code: int, scratch: Path
+) -> None:
+    # CPython drops the handlers before it tears the modules down (about a second with torch)
+    proc = start(scratch, *RUN, "run_id=exiting")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("meta-train: done"):
+            break
+    time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(sig)
+    returncode, err = finish(proc)
+    assert returncode in (0, code), (returncode, err)
+    if returncode == code:
+        _assert_one_line(returncode, code, err)
+        assert "after the run completed" in err, err
