@@ -7,7 +7,9 @@ import re
 import shlex
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -20,6 +22,12 @@ from meta.reference import COMMAND, PAGE, render
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PROGRAMS = ("meta-train ", "meta-eval ")
+LIST_ITEM = re.compile(r"\s*([-*+]|\d+[.)])\s")
+FIGURES = (
+    "experiments/hidden_goal_small/adaptation.png",
+    "experiments/hidden_goal/adaptation.png",
+    "experiments/study/adaptation.png",
+)
 
 
 def test_the_configuration_reference_is_generated_from_the_schema() -> None:
@@ -49,10 +57,75 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
     assert sorted(nav) == pages
 
 
-@pytest.mark.integration
-def test_the_site_builds_strictly(tmp_path: Path) -> None:
+def test_the_index_lists_every_page_of_the_nav_in_its_order() -> None:
+    nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    section = (DOCS / "index.md").read_text().split("\n## Pages\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^- \[[^]]+\]\(([^)#]+)\)", section, re.M)
+    assert listed == [page for page in nav if page != "index.md"]
+
+
+def lists_after_a_paragraph(text: str) -> list[int]:
+    """Line numbers of list items that follow a paragraph line directly.
+
+    Python-Markdown needs a blank line before a list; without one the items run on as the
+    paragraph's text. Items of a list already open, headings, tables and code are not paragraphs.
+    """
+    found, in_code, in_list, previous = [], False, False, ""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            in_code, in_list, previous = not in_code, False, ""
+            continue
+        if in_code:
+            continue
+        item = LIST_ITEM.match(line) is not None
+        paragraph = previous.strip() and not previous.lstrip().startswith(("#", "|", "<", "!!!"))
+        if item and paragraph and not in_list:
+            found.append(number)
+        if item:
+            in_list = True
+        elif line.strip() and not previous.strip() and not line.startswith((" ", "\t")):
+            in_list = False  # a block after a blank line that is not indented ends the list
+        previous = line
+    return found
+
+
+def test_the_list_check_finds_a_list_glued_to_its_paragraph() -> None:
+    text = "Wall time:\n- glued\n\nOpen:\n\n- a\n  more\n- b\n\n  para of b\n1. c\n\n## Head\n- d\n"
+    assert lists_after_a_paragraph(text) == [2]
+    assert lists_after_a_paragraph("- a\n\nAfter the list:\n- glued\n") == [4]
+    assert lists_after_a_paragraph("Steps:\n1. glued\n2. too\n") == [2]
+
+
+@pytest.mark.parametrize("path", sorted(DOCS.rglob("*.md")), ids=lambda p: p.name)
+def test_every_list_of_the_manual_has_a_blank_line_before_it(path: Path) -> None:
+    assert lists_after_a_paragraph(path.read_text()) == [], f"{path.name}: add a blank line"
+
+
+class _Images(HTMLParser):
+    """The src of every <img> of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        source = dict(attrs).get("src")
+        if tag == "img" and source:
+            self.sources.append(source)
+
+
+def _images(page: Path) -> list[str]:
+    parser = _Images()
+    parser.feed(page.read_text())
+    return parser.sources
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The manual built strictly, outside the repository."""
+    out = tmp_path_factory.mktemp("site") / "site"
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -60,8 +133,34 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "site" / "mlagents-fidelity" / "index.html").is_file()
+    return out
+
+
+@pytest.mark.integration
+def test_the_site_builds_strictly(site: Path) -> None:
+    assert (site / "mlagents-fidelity" / "index.html").is_file()
     assert not (ROOT / "site").exists()
+    assert not [p for p in site.rglob("*") if p.suffix in {".py", ".pyc"}], "the hook is no page"
+
+
+@pytest.mark.integration
+def test_every_image_of_the_site_resolves_and_the_studies_show_their_figures(site: Path) -> None:
+    shown = set()
+    for page in site.rglob("*.html"):
+        for source in _images(page):
+            if urlsplit(source).scheme:
+                continue
+            target = (page.parent / urlsplit(source).path).resolve()
+            assert target.is_file(), f"{page.relative_to(site)}: {source}"
+            shown.add(target.relative_to(site.resolve()).as_posix())
+    assert set(FIGURES) <= shown
+    assert set(FIGURES) <= {
+        (site / "evaluation").joinpath(src).resolve().relative_to(site.resolve()).as_posix()
+        for src in _images(site / "evaluation" / "index.html")
+    }
+    for figure in FIGURES:
+        assert (site / figure).read_bytes() == (ROOT / figure).read_bytes()
+    assert not list(DOCS.rglob("*.png")), "figures are served from experiments/, not copied"
 
 
 def commands(text: str) -> list[list[str]]:
