@@ -102,15 +102,15 @@ def test_every_list_of_the_manual_has_a_blank_line_before_it(path: Path) -> None
 
 
 class _Images(HTMLParser):
-    """The src of every <img> of a page."""
+    """The src of every <img> of a page, and every link to a PNG (a figure at full size)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.sources: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        source = dict(attrs).get("src")
-        if tag == "img" and source:
+        source = dict(attrs).get("src" if tag == "img" else "href")
+        if source and (tag == "img" or (tag == "a" and source.endswith(".png"))):
             self.sources.append(source)
 
 
