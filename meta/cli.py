@@ -149,9 +149,16 @@ def _train(cfg: DictConfig) -> float | None:
         f"{command('tensorboard', '--logdir', str(run_dir))}. Evaluate it with: "
         f"{run_command('meta-eval', run_id, str(cfg.results_dir))}"
     )
+    from meta.evaluation.metric import OBJECTIVE_FILE, describe
     from meta.evaluation.objective import measure_objective
 
-    return measure_objective(config, run_dir)  # what a search (hparams_search) optimises
+    value = measure_objective(config, run_dir)  # what a search (hparams_search) optimises
+    if value is not None:
+        metric = str(config.optimized_metric)
+        print(
+            f"meta-train: objective {metric} = {value:.3f}: {describe(metric)} ({OBJECTIVE_FILE})"
+        )
+    return value
 
 
 def _in_force(cfg: DictConfig, run_id: str) -> tuple[DictConfig, dict[str, tuple[Any, Any]]]:

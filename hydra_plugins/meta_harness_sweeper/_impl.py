@@ -60,7 +60,8 @@ class StudySweeperImpl(OptunaSweeperImpl):
         if complete and len(study.directions) == 1:
             best = study.best_trial
             tried = " ".join(f"{key}={value}" for key, value in best.params.items())
-            _say(f"study {study.study_name}: best {best.value} (trial {best.number}: {tried})")
+            name = study.study_name
+            _say(f"study {name}: best objective {best.value} (trial {best.number}: {tried})")
 
     def _open(self) -> optuna.Study:
         """The study, created or continued; its sampler seeded anew if it has trials."""

@@ -122,7 +122,15 @@ def test_a_real_search_returns_its_objective_and_reads_as_a_sweep(
         cwd=tmp_path,
     )
     assert report.returncode == 0, report.stderr
-    assert "2 runs in 2 settings" in report.stdout and "objective" in report.stdout
+    assert "2 runs in 2 settings" in report.stdout
+    # the training figure and the objective say what each measures, apart
+    objective = "objective success_iqm@1: success IQM after 1 adaptation update from the run's"
+    assert "training success (last 10)" in report.stdout and objective in report.stdout
+    assert (
+        "training reward, training success: the inner PPO trainings' own episodes"
+        in (results / "report.md").read_text()
+    )
+    assert done.stdout.count("meta-train: objective success_iqm@1 = ") == 2
     with (results / "report.csv").open() as file:
         objectives = sorted(float(row["objective_iqm"]) for row in csv.DictReader(file))
     assert objectives == pytest.approx(sorted(values))
