@@ -31,12 +31,10 @@ def storage_url(url: str) -> tuple[str, Path | None]:
     return parsed.set(database=str(path)).render_as_string(hide_password=False), path
 
 
-def shown(url: object) -> str:
+def shown(url: str) -> str:
     """The storage's URL as printed: without its password."""
     from sqlalchemy.engine import make_url
 
-    if not isinstance(url, str):
-        return "memory"
     return make_url(url).render_as_string(hide_password=True)
 
 

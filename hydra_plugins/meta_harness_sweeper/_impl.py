@@ -27,6 +27,8 @@ class StudySweeperImpl(OptunaSweeperImpl):
         super().__init__(**settings)
         self.asked: list[Trial] = []
         self.sampler_config: DictConfig | None = None
+        self.where = "memory"
+        """The storage as printed."""
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -40,7 +42,7 @@ class StudySweeperImpl(OptunaSweeperImpl):
         study = self._open()
         target, asked = self.n_trials, 0
         _say(
-            f"study {study.study_name} in {shown(self.storage)}: {_finished(study)} of {target} "
+            f"study {study.study_name} in {self.where}: {_finished(study)} of {target} "
             f"trials finished ({len(study.trials)} in all)"
         )
         close_on_exit(self._fail_unfinished)  # a signal that ends the process at once
@@ -70,7 +72,9 @@ class StudySweeperImpl(OptunaSweeperImpl):
         if self.storage is None:  # in memory: the one storage for every batch of this run
             self.storage = optuna.storages.InMemoryStorage()
         else:
-            self.storage = open_storage(str(self.storage), self.study_name, directions)
+            url = open_storage(str(self.storage), self.study_name, directions)
+            self.where = shown(url)
+            self.storage = optuna.storages.get_storage(url)  # one connection for every batch
         study = optuna.create_study(
             study_name=self.study_name,
             storage=self.storage,
