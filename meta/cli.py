@@ -68,9 +68,28 @@ def precheck(program: str, argv: list[str]) -> None:
     try:
         with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
             cfg = compose(config_name="config", overrides=overrides)
-            OmegaConf.to_object(cfg)
+            config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+            sweeper = None
+            if program == "meta-train" and config.optimized_metric:  # a search's trials
+                hydra_cfg = compose("config", argv, return_hydra_config=True).hydra
+                sweeper = OmegaConf.to_container(hydra_cfg.sweeper, resolve=True)
     except Exception as error:  # Hydra and OmegaConf raise many kinds; all are user input
         fail(program, one_line(error) + did_you_mean(error, CONFIG_DIR))
+    if sweeper is not None:
+        _precheck_search(config, sweeper)  # type: ignore[arg-type]
+
+
+def _precheck_search(config: Config, sweeper: dict[str, Any]) -> None:
+    """A search's objective and its study's storage, checked before the sweeper writes."""
+    from meta.study import check_study, directions_of
+
+    try:
+        config.validate()
+        if sweeper.get("storage") is not None:
+            directions = directions_of(sweeper.get("direction"))
+            check_study(str(sweeper["storage"]), sweeper.get("study_name"), directions)
+    except ValueError as error:
+        fail("meta-train", error)
 
 
 def run_id_of(cfg: DictConfig) -> str:
@@ -130,9 +149,16 @@ def _train(cfg: DictConfig) -> float | None:
         f"{command('tensorboard', '--logdir', str(run_dir))}. Evaluate it with: "
         f"{run_command('meta-eval', run_id, str(cfg.results_dir))}"
     )
+    from meta.evaluation.metric import OBJECTIVE_FILE, describe
     from meta.evaluation.objective import measure_objective
 
-    return measure_objective(config, run_dir)  # what a search (hparams_search) optimises
+    value = measure_objective(config, run_dir)  # what a search (hparams_search) optimises
+    if value is not None:
+        metric = str(config.optimized_metric)
+        print(
+            f"meta-train: objective {metric} = {value:.3f}: {describe(metric)} ({OBJECTIVE_FILE})"
+        )
+    return value
 
 
 def _in_force(cfg: DictConfig, run_id: str) -> tuple[DictConfig, dict[str, tuple[Any, Any]]]:

@@ -37,6 +37,17 @@ def parse_metric(name: str, budgets: Sequence[int]) -> tuple[str, int | None]:
     return metric, int(budget)
 
 
+def describe(name: str) -> str:
+    """What the metric `name` measures, in words (console, meta-report, the manual)."""
+    metric, _, budget = name.partition("@")
+    where = "from the run's meta-learned start on fresh tasks of the training distribution"
+    if metric == STEPS:
+        return f"minus the env steps until the success IQM reaches 0.8, adapting {where}"
+    quantity = "success" if metric == PER_BUDGET[0] else "reward"
+    updates = "update" if budget == "1" else "updates"
+    return f"{quantity} IQM after {budget} adaptation {updates} {where}"
+
+
 def check_objective(name: str, splits: Sequence[str], budgets: Sequence[int]) -> None:
     """Raise ValueError if the objective is unknown or would read the held-out split."""
     parse_metric(name, budgets)

@@ -13,7 +13,16 @@ from rich.table import Table
 from meta.report.figure import plot
 from meta.report.runs import ReportError, find_runs, read_run
 from meta.report.settings import Setting, group
-from meta.report.table import Options, Row, cells, header, markdown, summarise, to_csv
+from meta.report.table import (
+    Options,
+    Row,
+    cells,
+    header,
+    legend,
+    markdown,
+    summarise,
+    to_csv,
+)
 
 PROGRAM = "meta-report"
 NEVER_POOLED = ("meta.algorithm", "meta.tasks", "meta.split")
@@ -116,6 +125,8 @@ def report(args: argparse.Namespace) -> Path:
     for line in lines:
         console.print(f"{PROGRAM}: {line}", markup=False, highlight=False)
     console.print(console_table(rows, args.last))
+    for line in legend(rows, args.last):
+        console.print(line, markup=False, highlight=False)
     write(out, rows, differing, lines, args)
     return out
 
@@ -134,7 +145,8 @@ def write(
     atomic_write_text(out / OUTPUTS[0], to_csv(rows, keys))
     figure = "" if args.no_figure else f"\n![meta-steps per setting]({OUTPUTS[2]})\n"
     text = "# meta-report\n\n" + "".join(f"- {line}\n" for line in lines)
-    atomic_write_text(out / OUTPUTS[1], text + "\n" + markdown(rows, args.last) + figure)
+    key = "".join(f"\n- {line}" for line in legend(rows, args.last))
+    atomic_write_text(out / OUTPUTS[1], f"{text}\n{markdown(rows, args.last)}{key}\n{figure}")
     if not args.no_figure:
         plot([r.setting for r in rows], out / OUTPUTS[2])
 

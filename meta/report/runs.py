@@ -47,6 +47,8 @@ class Run:
     step's rows), `wall_time_s` (their sum), `total_env_steps` (the last)."""
     running: bool = False
     objective: float = math.nan
+    objective_metric: str = ""
+    """The search's `optimized_metric` that `objective` is a value of (empty: none)."""
 
     @property
     def seed(self) -> int:
@@ -98,7 +100,7 @@ def read_run(path: Path) -> Run:
     run.running = live_holder(path.parent, path.name) is not None
     committed = _committed(path) if run.running else None
     run.steps = read_steps(path / STEPS_FILE, committed)
-    run.objective = _objective(path)
+    run.objective, run.objective_metric = _objective(path)
     return run
 
 
@@ -167,12 +169,13 @@ def _number(text: str) -> float:
     return math.nan if text.strip() == "" else float(text)
 
 
-def _objective(path: Path) -> float:
-    """A search trial's objective value, NaN when the run has none."""
+def _objective(path: Path) -> tuple[float, str]:
+    """A search trial's objective value and metric, (NaN, "") when the run has none."""
     try:
-        return float(json.loads((path / OBJECTIVE_FILE).read_text(encoding="utf-8"))["value"])
+        record = json.loads((path / OBJECTIVE_FILE).read_text(encoding="utf-8"))
+        return float(record["value"]), str(record.get("optimized_metric", ""))
     except (OSError, ValueError, KeyError, TypeError):
-        return math.nan
+        return math.nan, ""
 
 
 def _first(error: BaseException) -> str:

@@ -10,11 +10,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from meta.evaluation.metric import describe
 from meta.report.heldout import HeldOut, held_out
 from meta.report.runs import Run
 from meta.report.settings import Estimate, Setting, final, pooled
 
 NOT_REACHED = "not reached"
+TRAINING = "training"
+"""The title word of what each run's inner trainings measured on their own episodes."""
+OBJECTIVE = "objective"
 
 
 @dataclass(frozen=True)
@@ -121,13 +125,32 @@ def _nan(value: object) -> bool:
 def header(rows: Sequence[Row], last: int) -> list[str]:
     """Column titles of the text table."""
     titles = ["setting", "seeds", "meta-steps", "env steps", "wall time"]
-    titles += [f"reward (last {last})", f"success (last {last})"]
+    titles += [f"{TRAINING} reward (last {last})", f"{TRAINING} success (last {last})"]
     if any(r.objective.n for r in rows):
-        titles.append("objective")
+        titles.append(f"{OBJECTIVE} {objective_metric(rows)}".strip())
     titles += [f"held-out success @{b}" for b in budgets_of(rows)]
     if any(r.held for r in rows):
         titles.append("steps to 80%")
     return titles
+
+
+def objective_metric(rows: Sequence[Row]) -> str:
+    """The `optimized_metric` the rows' objectives are values of ("" if none or several)."""
+    metrics = {r.objective_metric for row in rows for r in row.setting.runs if r.objective_metric}
+    return metrics.pop() if len(metrics) == 1 else ""
+
+
+def legend(rows: Sequence[Row], last: int) -> list[str]:
+    """What the training and objective columns measure, a line each: not the same thing."""
+    lines = [
+        f"{TRAINING} reward, {TRAINING} success: the inner PPO trainings' own episodes on each "
+        f"meta-step's task, each run's mean over its last {last} meta-steps (not after adaptation)"
+    ]
+    if any(r.objective.n for r in rows):
+        metric = objective_metric(rows)
+        what = describe(metric) if metric else "each run's own optimized_metric"
+        lines.append(f"{OBJECTIVE} {metric}".strip() + f": {what}")
+    return lines
 
 
 def cells(row: Row, rows: Sequence[Row]) -> list[str]:

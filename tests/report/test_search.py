@@ -1,9 +1,15 @@
-"""hparams_search: the objective a trial returns, its checks before training, a real search."""
+"""hparams_search: the objective a trial returns, its checks before training, a real search.
+
+A search's study is stored (SQLite under results_dir by default): interrupted, its trial is
+failed and the same command continues it.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +22,8 @@ from tinyconfig import compose_config
 from meta.evaluation.metric import parse_metric, pooled_families
 from meta.evaluation.objective import objective_value
 from meta.evaluation.statistics import Measurement, iqm
+
+optuna = pytest.importorskip("optuna")
 
 MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
 SEARCH = ["hparams_search=reptile_optuna", "experiment=tiny", "logger=quiet"]
@@ -114,7 +122,86 @@ def test_a_real_search_returns_its_objective_and_reads_as_a_sweep(
         cwd=tmp_path,
     )
     assert report.returncode == 0, report.stderr
-    assert "2 runs in 2 settings" in report.stdout and "objective" in report.stdout
+    assert "2 runs in 2 settings" in report.stdout
+    # the training figure and the objective say what each measures, apart
+    objective = "objective success_iqm@1: success IQM after 1 adaptation update from the run's"
+    assert "training success (last 10)" in report.stdout and objective in report.stdout
+    assert (
+        "training reward, training success: the inner PPO trainings' own episodes"
+        in (results / "report.md").read_text()
+    )
+    assert done.stdout.count("meta-train: objective success_iqm@1 = ") == 2
     with (results / "report.csv").open() as file:
         objectives = sorted(float(row["objective_iqm"]) for row in csv.DictReader(file))
     assert objectives == pytest.approx(sorted(values))
+
+
+def trial_states(results: Path) -> list[str]:
+    """The states of the stored study's trials, in order."""
+    study = optuna.load_study(study_name="reptile_optuna", storage=f"sqlite:///{results}/optuna.db")
+    return [trial.state.name for trial in study.trials]
+
+
+@pytest.mark.slow
+@pytest.mark.integration  # meta-train processes and a real signal
+def test_an_interrupted_search_fails_its_trial_and_the_same_command_continues_it(
+    meta_train: MetaTrain, tmp_path: Path
+) -> None:
+    results = tmp_path / "search"
+    command = [*SEARCH, *SMALL_EVAL, "hydra.sweeper.n_trials=4", "meta.steps=2"]
+    command.append("results_dir=search")  # relative: the study is found from the same place
+    search = subprocess.Popen(
+        [sys.executable, "-m", "meta", *command],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "WANDB_MODE": "offline"},
+    )
+    assert search.stdout is not None
+    lines = []
+    for line in search.stdout:  # the trial it prints, then a real SIGTERM
+        lines.append(line)
+        if line.startswith("meta-train: trial 2 of study reptile_optuna"):
+            search.send_signal(signal.SIGTERM)
+    assert search.wait(timeout=300) == 143, "".join(lines)
+    assert "marked failed in study reptile_optuna" in lines[-1]
+    assert trial_states(results) == ["COMPLETE", "COMPLETE", "FAIL"]
+    done = meta_train(*command, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "2 of 4 trials finished (3 in all)" in done.stdout
+    assert trial_states(results) == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+    study = optuna.load_study(study_name="reptile_optuna", storage=f"sqlite:///{results}/optuna.db")
+    assert study.trials[2].value is None
+    values = [json.loads(p.read_text())["value"] for p in results.glob("*/search/objective.json")]
+    assert len(values) == 4  # the interrupted trial has no objective; the resumed ones are new
+    best = yaml.safe_load((results / "optimization_results.yaml").read_text())
+    assert best["best_value"] == pytest.approx(max(values)) == study.best_value
+
+
+@pytest.mark.integration  # meta-train processes
+@pytest.mark.parametrize(
+    ("storage", "message"),
+    [
+        ("sqlite:///not_a_database", "cannot open sqlite:///"),
+        ("postgresql://user:secret@localhost:1/db", "cannot open postgresql://user:***@"),
+        ("nonsense", "Could not parse SQLAlchemy URL from string 'nonsense'"),
+        ("sqlite:///search/optuna.db", "the study stored in sqlite:///"),
+    ],
+)
+def test_a_storage_that_cannot_serve_the_search_stops_it_before_training(
+    meta_train: MetaTrain, tmp_path: Path, storage: str, message: str
+) -> None:
+    (tmp_path / "not_a_database").write_text("a file, but not a database\n")
+    (tmp_path / "search").mkdir()
+    other = optuna.create_study(
+        study_name="reptile_optuna", storage=f"sqlite:///{tmp_path}/search/optuna.db"
+    )  # minimize: the search maximizes
+    given = ["results_dir=search", f"hydra.sweeper.storage={storage}"]
+    done = meta_train(*SEARCH, *SMALL_EVAL, *given, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "meta-train" in line]
+    assert len(errors) == 1 and message in errors[0] and "Traceback" not in done.stderr
+    assert "secret" not in done.stderr
+    assert sorted(p.name for p in (tmp_path / "search").iterdir()) == ["optuna.db"]
+    assert len(other.trials) == 0 and other.direction.name == "MINIMIZE"

@@ -1,0 +1,1 @@
+"""Hydra's Optuna sweeper on a stored study that a search's same command continues."""

@@ -1,0 +1,99 @@
+"""A search's Optuna study: where it is stored, checked against the search before any training.
+
+`hparams_search` keeps its study in `hydra.sweeper.storage`, an SQLAlchemy URL: SQLite under
+the search's results_dir by default (`sqlite:///<results_dir>/optuna.db`), PostgreSQL or MySQL
+for launchers on several machines. The same command on the same storage and study name
+continues the study. Optuna is the `[search]` extra's, imported only here and by the sweeper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def storage_url(url: str) -> tuple[str, Path | None]:
+    """The URL with a relative SQLite file made absolute (from the working directory), and the file.
+
+    The file is None for other databases and for memory; a URL SQLAlchemy cannot read raises
+    ValueError.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise ValueError(f"hydra.sweeper.storage: {error}") from None
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return url, None
+    path = Path(parsed.database).expanduser().absolute()  # type: ignore[arg-type]
+    return parsed.set(database=str(path)).render_as_string(hide_password=False), path
+
+
+def shown(url: str) -> str:
+    """The storage's URL as printed: without its password."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def directions_of(direction: object) -> list[str]:
+    """`maximize`, `Direction.maximize` or a list of them, as Optuna's names."""
+    given = direction if isinstance(direction, list | tuple) else [direction]
+    return [str(getattr(d, "name", d)).split(".")[-1].lower() for d in given]
+
+
+def check_study(url: str, name: str | None, directions: Sequence[str]) -> None:
+    """Raise ValueError if the storage cannot be opened or holds `name` with other directions.
+
+    A new SQLite file's folder is created (the sweeper creates the file).
+    """
+    url, path = storage_url(url)
+    if path is not None and not path.exists():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"hydra.sweeper.storage: cannot create {path} ({error})") from None
+        return
+    study = _stored_directions(url, name)
+    if study is not None and study != list(directions):
+        raise ValueError(
+            f"hydra.sweeper.study_name={name}: the study stored in {shown(url)} is to "
+            f"{'/'.join(study)}, this search's hydra.sweeper.direction is "
+            f"{'/'.join(directions)} (give another study_name or storage)"
+        )
+
+
+def _stored_directions(url: str, name: str | None) -> list[str] | None:
+    """The directions of the study `name` in the storage at `url`, None if it has none.
+
+    SQLAlchemy opens the storage first; Optuna (seconds to import) only reads a study's.
+    """
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(url)
+        tables = sqlalchemy.inspect(engine).get_table_names()
+    except Exception as error:  # SQLAlchemy's and the drivers' errors are many: all are the URL
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise ValueError(
+            f"hydra.sweeper.storage: cannot open {shown(url)} ({type(error).__name__}: {first})"
+        ) from None
+    engine.dispose()
+    if name is None or "studies" not in tables:
+        return None
+    from optuna.storages import RDBStorage
+
+    storage = RDBStorage(url)
+    try:
+        study_id = storage.get_study_id_from_name(name)
+    except KeyError:
+        return None
+    return [d.name.lower() for d in storage.get_study_directions(study_id)]
+
+
+def open_storage(url: str, name: str | None, directions: Sequence[str]) -> str:
+    """The checked, absolute URL of the study's storage, its SQLite folder created."""
+    check_study(url, name, directions)
+    return storage_url(url)[0]
