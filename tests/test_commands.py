@@ -1,20 +1,27 @@
-"""Every command meta-train prints works when pasted into bash, whatever the run id holds."""
+"""Every command meta-train prints works when pasted into bash, whatever the run id holds, and
+the README's tour runs as printed."""
 
 from __future__ import annotations
 
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
+import pandas as pd
 import pytest
+from test_notebook import images_of, kernel, text_of
+from tinyconfig import TINY_EVAL
 
 from meta.run.names import hydra_value
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
+ROOT = Path(__file__).resolve().parent.parent
 TINY = ["experiment=tiny", "logger=quiet", "meta.steps=2", "results_dir=rd"]
 ENV = {
     **{k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "META_HARNESS_FAULT")},
@@ -32,7 +39,8 @@ def _meta_train(cwd: Path, *args: str, fault: str | None = None) -> tuple[int, s
 
 
 def _bash(cwd: Path, line: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", line], cwd=cwd, env=ENV, capture_output=True, text=True)
+    env = {**ENV, **{k: os.environ[k] for k in ("JUPYTER_PATH",) if k in os.environ}}
+    return subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def _printed(text: str, label: str) -> str:
@@ -77,3 +85,58 @@ def test_a_run_named_by_the_earlier_rule_resumes_from_the_same_overrides(tmp_pat
     code, _, err = _meta_train(tmp_path, *args, "resume=true")
     assert code == 0, err
     assert [p.name for p in (tmp_path / "rd").iterdir() if not p.name.startswith(".")] == [legacy]
+
+
+def _tour() -> tuple[list[str], list[str]]:
+    """The README tour's commands (tensorboard left out) and the lines it shows printed."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## A two-minute tour") :]
+    section = section[: section.index("\n## ")]
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, re.S | re.M)
+    lines = [
+        re.sub(r"\s+#.*$", "", line).strip()
+        for language, block in blocks
+        if language == "bash"
+        for line in block.splitlines()
+    ]
+    commands = [c for c in lines if "run_id=tour" in c or c.startswith("jupyter ")]
+    (printed,) = [block for language, block in blocks if not language]
+    return commands, printed.splitlines()
+
+
+def _shape(line: str) -> str:
+    return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", line)
+
+
+@pytest.mark.slow  # four programs, a run and a quick meta-eval of it: about a minute
+def test_the_readme_tour_runs_as_pasted_and_shows_learning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commands, printed = _tour()
+    assert [c.split()[0] for c in commands] == ["meta-train", "meta-train", "meta-eval", "jupyter"]
+    clone = tmp_path / "clone"  # the commands' working directory, as a fresh clone's root
+    shutil.copytree(ROOT / "notebooks", clone / "notebooks")
+    kernel(tmp_path, monkeypatch)
+    quick = " ".join(TINY_EVAL)  # meta-eval in seconds; the tour's own defaults take minutes
+    outputs = []
+    for command in commands:
+        done = _bash(clone, f"{command} {quick}" if command.startswith("meta-eval") else command)
+        assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
+        outputs.append(done.stdout)
+
+    shown = {line.split(".")[0]: line for line in outputs[0].splitlines()}
+    for line in printed:
+        if line != "...":
+            assert _shape(shown.get(line.split(".")[0], "")) == _shape(line), line
+
+    steps = pd.read_csv(clone / "results" / "tour" / "meta_steps.csv")
+    assert list(steps["meta_step"]) == list(range(40)) and (steps["episodes"] > 0).all()
+    first, last = steps.head(10).mean(numeric_only=True), steps.tail(10).mean(numeric_only=True)
+    assert first["success_rate"] < 0.3 and last["success_rate"] > first["success_rate"] + 0.5
+    assert last["mean_reward"] > first["mean_reward"] + 1.0
+
+    assert sorted(p.name for p in clone.iterdir()) == ["notebooks", "results"]
+    notebook = nbformat.read(clone / "results" / "meta_steps.ipynb", as_version=4)
+    text = text_of(notebook)
+    assert "results/tour: reptile, meta-steps 40 of 40" in text and "measurements" in text
+    assert images_of(notebook) == 5  # 4 of the meta-steps (no curriculum) and the adaptation

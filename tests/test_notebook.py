@@ -136,9 +136,29 @@ def test_the_sweep_notebook_reads_what_meta_report_wrote(
             overrides = ("meta.steps=2", f"meta.outer_lr={lr}", f"seed={seed}")
             train(tiny_config(*overrides), f"{lr}-{seed}")
     meta_report([str(tmp_path / "results"), "--no-figure"])
-    parameters = {"sweep_dir": "results", "column": "mean_reward"}
+    parameters = {"column": "mean_reward"}  # no sweep_dir: the newest report under results/
     nb = run(SWEEP, parameters, tmp_path / folder, tmp_path, monkeypatch)
     text = text_of(nb)
     assert "2 settings, 4 runs; they differ in ['meta.outer_lr']" in text
     assert "meta.outer_lr=0.1" in text and "not an Optuna search" in text
     assert images_of(nb) == 2
+
+
+@pytest.mark.integration  # papermill starts a kernel process
+@pytest.mark.parametrize(
+    ("notebook", "line"),
+    [
+        (META_STEPS, "no run in {}: set run_dir (papermill: -p run_dir <run dir>)"),
+        (SWEEP, "no report.csv in {}: write one with meta-report <sweep_dir>"),
+    ],
+)
+def test_with_nothing_to_read_says_in_one_line_what_to_set(
+    notebook: Path, line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import papermill
+
+    (tmp_path / "results" / "tour").mkdir(parents=True)  # a run that has written nothing yet
+    with pytest.raises(papermill.PapermillExecutionError) as raised:
+        run(notebook, {}, tmp_path, tmp_path, monkeypatch)
+    assert raised.value.ename == "SystemExit"
+    assert raised.value.evalue == line.format(tmp_path.resolve() / "results")

@@ -3,7 +3,9 @@
 Each run's per-meta-step success and reward are smoothed with a trailing mean over `window`
 meta-steps (meta-steps whose inner training ended no episode left out), then pooled over the
 setting's seeds as meta-eval pools: the IQM, and the percentile interval of IQMs of seeds drawn
-with replacement. A curve covers the meta-steps every seed of its setting has reached.
+with replacement. At each meta-step the seeds pooled are those with a value there, so one seed
+whose window ended no episode does not blank the curve. A curve covers the meta-steps every seed
+of its setting has reached; the x-axis spans every meta-step any run has reached.
 """
 
 from __future__ import annotations
@@ -41,11 +43,19 @@ def curve(
     if length == 0:
         return x, x * 1.0, x * 1.0, x * 1.0
     runs = np.stack([smoothed(r.steps[column][:length], window) for r in setting.runs])
-    center = iqm(runs, axis=0)
-    if len(setting.runs) == 1:
-        return x, center, center, center
-    replicates = resampled_iqm(runs[None, None], np.random.default_rng(0), samples)
-    low, high = np.percentile(replicates, [2.5, 97.5], axis=0)
+    center, low, high = (np.full(length, np.nan) for _ in range(3))
+    finite = np.isfinite(runs)
+    for seeds in np.unique(finite, axis=1).T:  # meta-steps grouped by the seeds with a value
+        if not seeds.any():
+            continue
+        steps = (finite == seeds[:, None]).all(axis=0)
+        values = runs[seeds][:, steps]
+        center[steps] = iqm(values, axis=0)
+        if len(values) == 1:
+            low[steps] = high[steps] = center[steps]
+            continue
+        replicates = resampled_iqm(values[None, None], np.random.default_rng(0), samples)
+        low[steps], high[steps] = np.percentile(replicates, [2.5, 97.5], axis=0)
     return x, center, low, high
 
 
@@ -66,6 +76,7 @@ def plot(settings: Sequence[Setting], path: Path, samples: int = 500) -> None:
             ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set_title(f"{title} (trailing mean of {window}; IQM over seeds, 95% band)")
         ax.set_xlabel("meta-step")
+        ax.set_xlim(0, max(longest - 1, 1))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize="small")
     buffer = io.BytesIO()

@@ -20,7 +20,9 @@ from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan
 from meta.evaluation.statistics import iqm
 from meta.report.cli import main
-from meta.report.runs import read_steps
+from meta.report.figure import curve
+from meta.report.runs import Run, read_steps
+from meta.report.settings import Setting
 from meta.run.lock import lock_path
 from meta.trainer import train
 
@@ -186,3 +188,19 @@ def test_run_ids_and_a_run_directory_report_beside_the_runs(
     code, out, _ = report(capsys, str(run), "--no-figure")
     assert code == 0 and "1 runs in 1 settings" in out
     assert not (run / "report.csv").exists() and (sweep / "report.csv").exists()
+
+
+def test_the_curve_pools_at_each_meta_step_the_seeds_with_a_value_there(tmp_path: Path) -> None:
+    nan = np.nan
+    success = {0: [0.2, nan, 0.6, nan, 0.9], 1: [0.4, 0.5, nan, nan, 1.0], 2: [0.0, 0.1, nan]}
+    runs = [
+        Run(f"s{seed}", tmp_path, {"seed": seed}, {"success_rate": np.array(values)})
+        for seed, values in success.items()
+    ]
+    for run in runs:
+        run.steps["meta_step"] = np.arange(len(run.steps["success_rate"]))
+    x, center, low, high = curve(Setting("all runs", {}, runs), "success_rate", 1, 200)
+    assert list(x) == [0, 1, 2]  # the meta-steps every seed has reached
+    assert center[0] == pytest.approx(iqm([0.2, 0.4, 0.0]))
+    assert center[1] == pytest.approx(iqm([0.5, 0.1])) and low[1] <= center[1] <= high[1]
+    assert center[2] == low[2] == high[2] == pytest.approx(0.6)  # one seed had a value there
