@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from meta.algorithm import reptile
-from meta.algorithm.inner import inner_train
+from meta.algorithm.request import TrainRequest
+from meta.algorithm.training import train as train_request
 from meta.config import Config
 from meta.run.checkpoints import load_checkpoint
 from meta.run.directory import RunError
@@ -113,15 +114,9 @@ def test_outer_lr_one_reproduces_sequential_fine_tuning(tiny_config: Factory) ->
         task = checked.sampler.sample(reptile.task_rng(cfg.seed, k))
         seed = reptile.inner_seed(cfg.seed, k, 0)
         env = checked.pool.env(task.family, task.params, seed)
-        theta = inner_train(
-            env,
-            theta,
-            cfg.network,
-            cfg.ppo,
-            seed=seed,
-            hyper=reptile.inner_hyper(cfg.ppo, cfg.meta, k),
-            stats_channel=env.stats_channel,
-        ).weights
+        hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, k)
+        request = TrainRequest((), theta, seed, cfg.ppo, cfg.network, hyper)
+        theta = train_request(request, env).weights
     final = weights(run_dir / "Brain.pt")
     assert all(torch.equal(final[k], theta[k]) for k in final)
 

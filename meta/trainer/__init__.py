@@ -1,7 +1,7 @@
 """meta-train as a library: `train(cfg, run_id)` validates the run, joins Ray if asked, runs it.
 
 `preflight` validates a run before anything is written, `loop.MetaTrainer` owns a running run
-and its outer loop, `inner` runs a meta-step's inner trainings; `meta.run.interrupt` holds
+and its outer loop, `dispatch` runs a meta-step's inner trainings; `meta.run.interrupt` holds
 Ctrl-C while a meta-step commits.
 """
 

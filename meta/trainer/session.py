@@ -26,7 +26,7 @@ from meta.run.names import run_command
 from meta.run.signals import exit_at_once, exit_code
 from meta.run.status import StatusError
 from meta.runtime.cluster import Cluster, join_or_start_ray
-from meta.trainer.inner import BuildsExhausted
+from meta.trainer.dispatch import BuildsExhausted
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import Plan
 
