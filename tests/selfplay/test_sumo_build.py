@@ -25,7 +25,7 @@ from meta.algorithm.request import TrainRequest
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.training import train as train_request
 from meta.config import Config
-from meta.trainer import train
+from meta.trainer import Stopped, train
 
 pytestmark = [
     pytest.mark.integration,
@@ -114,5 +114,5 @@ def test_a_build_of_teams_without_self_play_is_refused(
         "env.path.FindTarget=envs/builds/Sumo",
         f"env.base_port={free_ports(3)}",
     )
-    with pytest.raises(ValueError, match=r"Brain\?team=0, Brain\?team=1 have team ids"):
+    with pytest.raises(Stopped, match=r"Brain\?team=0, Brain\?team=1 have team ids"):
         train(cfg, "teams")
