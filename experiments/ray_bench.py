@@ -29,7 +29,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from meta.algorithm import reptile
-from meta.algorithm.inner import InnerResult
+from meta.algorithm.request import TrainResult
 from meta.cli import CONFIG_DIR, register_configs
 from meta.config import Config
 from meta.runtime.actors import Arrays, to_numpy, to_torch
@@ -77,16 +77,16 @@ def time_modes_interleaved(overrides: list[str], meta_steps: int, results: str) 
 class Echo:
     """Stands in for an actor: takes θ by reference, returns what a real actor returns."""
 
-    def __init__(self, result: InnerResult) -> None:
+    def __init__(self, result: TrainResult) -> None:
         self.packed = (replace(result, weights={}), to_numpy(result.weights))
 
-    def run(self, theta: Arrays, job: int) -> tuple[InnerResult, Arrays]:
+    def run(self, theta: Arrays, job: int) -> tuple[TrainResult, Arrays]:
         """The canned result (θ resolved from the object store as the real actor's is)."""
         return self.packed
 
 
 def overhead(
-    theta: dict[str, torch.Tensor], result: InnerResult, batch: int, actors: int
+    theta: dict[str, torch.Tensor], result: TrainResult, batch: int, actors: int
 ) -> dict[str, float]:
     """Driver-side milliseconds of one meta-step's executor work and outer update, no training."""
     echoes = [Echo.options(num_cpus=0).remote(result) for _ in range(actors)]
@@ -109,13 +109,13 @@ def overhead(
     return {"put_ms": put * 1e3, "round_trips_ms": trip * 1e3, "outer_update_ms": update * 1e3}
 
 
-def payload(overrides: list[str], results: str) -> tuple[dict[str, torch.Tensor], InnerResult]:
+def payload(overrides: list[str], results: str) -> tuple[dict[str, torch.Tensor], TrainResult]:
     """θ and one real inner training's result, at the benchmark's settings."""
     cfg = config([*overrides, f"results_dir={results}", "logger=quiet"])
     trainer = MetaTrainer(plan(cfg, "payload"), "{}", {})
     try:
         rng = reptile.task_rng(cfg.seed, 0)
-        tasks = trainer.inner.tasks(rng, {})
+        tasks = trainer.learner.tasks(trainer.plan.sampler, rng, {})
         hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, 0)
         (result,) = trainer.inner.train(0, trainer.theta, tasks[:1], hyper)
         return trainer.theta, result
@@ -143,7 +143,7 @@ def time_modes(overrides: list[str], meta_steps: int) -> tuple[dict[str, float],
     return walls, theta, result
 
 
-def costs(theta: dict[str, torch.Tensor], result: InnerResult, local: float) -> None:
+def costs(theta: dict[str, torch.Tensor], result: TrainResult, local: float) -> None:
     """The executor's cost on the driver by meta-batch and actors, and a 64-node estimate."""
     size = sum(v.numel() * v.element_size() for v in theta.values())
     print(f"executor's own cost on the driver (θ {size / 1024:.0f} KiB; no training):")

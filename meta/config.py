@@ -9,10 +9,10 @@ from typing import Any
 import envs
 from envs.constants import SPLITS
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, positive
+from meta.algorithm.registry import entry
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.metric import check_objective
 
-ALGORITHMS = ("reptile", "fomaml", "joint", "single")
 INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
 RUNTIMES = ("local", "ray")
@@ -77,20 +77,18 @@ class MetaConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(
-                f"meta.algorithm: unknown {self.algorithm!r} (use one of {ALGORITHMS})"
-            )
+        learner = entry(self.algorithm)
         positive("meta.steps", self.steps)
         positive("meta.meta_batch_size", self.meta_batch_size)
         positive("meta.joint_tasks", self.joint_tasks)
-        if self.algorithm == "fomaml":
+        if learner.interpolates:
+            self._check_fractions()
+        else:
             positive("meta.outer_lr", self.outer_lr)  # a step along a gradient, not a fraction
-            self._check_fomaml()
-        elif not 0.0 < self.outer_lr <= 1.0:
-            raise ValueError(f"meta.outer_lr must be in (0, 1], got {self.outer_lr}")
-        if self.algorithm != "fomaml" and not 0.0 <= self.final_outer_lr <= 1.0:
-            raise ValueError(f"meta.outer_lr_final must be in [0, 1], got {self.outer_lr_final}")
+        if learner.no_games:
+            self._check_games(learner.no_games)
+        if not learner.interpolates and self.final_outer_lr < 0:
+            raise ValueError(f"meta.outer_lr_final must be >= 0, got {self.outer_lr_final}")
         if not self.tasks:
             raise ValueError("meta.tasks is empty: give at least one task family")
         if self.inner_optimizer not in INNER_OPTIMIZERS:
@@ -107,16 +105,21 @@ class MetaConfig:
                     f"got {task.weight}"
                 )
 
-    def _check_fomaml(self) -> None:
-        """FOMAML's meta-gradient is one behavior's PPO loss: no games of teams."""
+    def _check_fractions(self) -> None:
+        """An interpolating learner's step sizes are fractions of the way to the trained weights."""
+        if not 0.0 < self.outer_lr <= 1.0:
+            raise ValueError(f"meta.outer_lr must be in (0, 1], got {self.outer_lr}")
+        if not 0.0 <= self.final_outer_lr <= 1.0:
+            raise ValueError(f"meta.outer_lr_final must be in [0, 1], got {self.outer_lr_final}")
+
+    def _check_games(self, no_games: str) -> None:
+        """A learner that cannot train games of teams gets none."""
         for i, task in enumerate(self.tasks):
             if task.name in envs.FAMILIES and envs.family(task.name).adversarial:
                 raise ValueError(
-                    f"meta=fomaml: meta.tasks[{i}] ({task.name}) is a game of teams; FOMAML's "
-                    "meta-gradient is one behavior's PPO loss (use meta=reptile for games)"
+                    f"meta={self.algorithm}: meta.tasks[{i}] ({task.name}) is a game of teams; "
+                    f"{no_games} (use meta=reptile for games)"
                 )
-        if self.final_outer_lr < 0:
-            raise ValueError(f"meta.outer_lr_final must be >= 0, got {self.outer_lr_final}")
 
 
 @dataclass
@@ -282,10 +285,11 @@ class Config:
         """Raise ValueError naming the first invalid field."""
         for part in (self.meta, self.ppo, self.network, self.env, self.runtime, self.checkpoint):
             part.validate()
-        if self.meta.algorithm == "fomaml" and self.ppo.self_play is not None:
+        no_games = entry(self.meta.algorithm).no_games
+        if no_games and self.ppo.self_play is not None:
             raise ValueError(
-                "meta=fomaml with ppo.self_play: FOMAML's meta-gradient is one behavior's PPO "
-                "loss and cannot train a game of teams (use meta=reptile)"
+                f"meta={self.meta.algorithm} with ppo.self_play: {no_games} "
+                "and cannot train a game of teams (use meta=reptile)"
             )
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,12 +14,14 @@ import pytest
 import torch
 
 from meta.algorithm import reptile
-from meta.algorithm.inner import inner_train
+from meta.algorithm.request import TrainRequest
+from meta.algorithm.training import train as train_request
 from meta.config import Config
 from meta.run.checkpoints import load_checkpoint
 from meta.run.directory import RunError
+from meta.run.lock import RunLock
 from meta.run.status import StatusError
-from meta.trainer import MetaTrainer, plan, train
+from meta.trainer import MetaTrainer, Stopped, plan, train
 
 Factory = Callable[..., Config]
 
@@ -113,15 +117,9 @@ def test_outer_lr_one_reproduces_sequential_fine_tuning(tiny_config: Factory) ->
         task = checked.sampler.sample(reptile.task_rng(cfg.seed, k))
         seed = reptile.inner_seed(cfg.seed, k, 0)
         env = checked.pool.env(task.family, task.params, seed)
-        theta = inner_train(
-            env,
-            theta,
-            cfg.network,
-            cfg.ppo,
-            seed=seed,
-            hyper=reptile.inner_hyper(cfg.ppo, cfg.meta, k),
-            stats_channel=env.stats_channel,
-        ).weights
+        hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, k)
+        request = TrainRequest((), theta, seed, cfg.ppo, cfg.network, hyper)
+        theta = train_request(request, env).weights
     final = weights(run_dir / "Brain.pt")
     assert all(torch.equal(final[k], theta[k]) for k in final)
 
@@ -239,3 +237,36 @@ def test_joint_is_one_run_its_adam_steps_add_up_and_its_rate_anneals_per_update(
     assert {"Policy/Approx KL", "Policy/Clip Fraction", "Policy/Explained Variance"} <= set(
         updates[0]
     )
+
+
+def test_the_library_takes_the_run_lock_and_stops_as_meta_train(tiny_config: Factory) -> None:
+    """train(cfg) runs meta-train's path: a held run is refused with meta-train's one line."""
+    cfg = tiny_config("meta.steps=1")
+    lock = RunLock(cfg.results_dir, "held")
+    lock.acquire()
+    try:
+        with pytest.raises(Stopped, match="run 'held' is in use by") as stopped:
+            train(cfg, "held")
+        assert stopped.value.code == 1
+        assert not (Path(cfg.results_dir) / "held").exists()
+    finally:
+        lock.release()
+    assert train(cfg, "held").name == "held"  # released: the run goes ahead
+    assert not lock.path.exists()  # and the run released its own lock
+
+
+def test_the_library_gives_the_callers_signal_handlers_back(tiny_config: Factory) -> None:
+    """meta-train's handlers hold while the run trains, the caller's are back when it returns."""
+    seen: list[int] = []
+
+    def mine(signum: int, _: object) -> None:
+        seen.append(signum)
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        train(tiny_config("meta.steps=1"), "handlers")
+        assert signal.getsignal(signal.SIGTERM) is mine
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)

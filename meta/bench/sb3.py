@@ -16,7 +16,7 @@ from torch import nn
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import policy_for, train
+from meta.algorithm.ppo.train import PPORun, policy_for, train
 from meta.algorithm.schedules import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
 from meta.evaluation.adapt import Act, run_episodes
 
@@ -81,7 +81,7 @@ def train_ours(settings: Settings) -> Outcome:
     policy = policy_for(env, settings.network, seed=settings.seed)
     cfg = replace(settings.ppo, max_steps=settings.budget)
     start, cpu = time.perf_counter(), time.process_time()
-    stats = train(env, policy, cfg, seed=settings.seed)
+    stats = train(PPORun(env, policy, cfg, settings.seed))
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     env.close()
 

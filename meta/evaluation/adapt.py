@@ -15,7 +15,7 @@ from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.train import PPORun, policy_for
 from meta.algorithm.ppo.train import train as ppo_train
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.reptile import Task
@@ -157,7 +157,7 @@ def adapt(pool: EnvPool, adapt_job: AdaptJob) -> list[Measurement]:
             adapt_game(env, policy, setting.ppo(agents, procedure), adapt_seed, snapshot)
         elif max(budgets) > 0:
             ppo = setting.ppo(agents, procedure)
-            ppo_train(env, policy, ppo, seed=adapt_seed, on_update=snapshot)
+            ppo_train(PPORun(env, policy, ppo, adapt_seed, on_update=snapshot))
     finally:
         pool.release(env)
     measure_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _MEASURE)

@@ -19,10 +19,8 @@ import torch
 
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.train import PPORun, policy_for
 from meta.algorithm.reptile import Task
 from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.algorithm.selfplay.trainer import ghost_train
@@ -47,16 +45,7 @@ def adapt_game(
     """Adapt `policy` in place with the ghost trainer (its snapshots start from the policy)."""
     if ppo.self_play is None:
         raise ValueError("a game of teams adapts with self-play: the run has no ppo.self_play")
-    start = Hyper.of(ppo)
-    ghost_train(
-        env,
-        policy,
-        ppo,
-        seed=seed,
-        schedule=lambda steps: start.after(ppo, steps, ppo.max_steps),
-        optimizer=make_optimizer(policy, ppo.learning_rate, ppo.optimizer),
-        on_update=on_update,
-    )
+    ghost_train(PPORun(env, policy, ppo, seed, on_update=on_update))
 
 
 class GameScores(NamedTuple):

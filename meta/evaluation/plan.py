@@ -7,11 +7,11 @@ from pathlib import Path
 
 import envs
 from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import Setting, Weights
 from meta.evaluation.runs import (
-    JOINT_RUN,
     JointBaseline,
     check_loads,
     check_other,
@@ -130,7 +130,7 @@ def _run_start(cli: Config, run_id: str, run: Config) -> RunStart:
         joint_weights = latest_weights(cli.results_dir, cli.eval.joint_run_id)
         check_loads(run, joint_weights, f"eval.joint_run_id={cli.eval.joint_run_id!r}")
         joints = [joint]
-    if run.meta.algorithm == JOINT_RUN:
+    if entry(run.meta.algorithm).joint_baseline:
         joints = []  # the run is itself the joint baseline
     elif not joints:
         eval_dir = Path(cli.results_dir) / run_id / EVAL_DIR

@@ -15,10 +15,11 @@ from pathlib import Path
 import torch
 
 import envs
-from meta.algorithm.inner import InnerResult, inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.selfplay.config import SelfPlayConfig
+from meta.algorithm.training import train as train_request
 
 OUT = Path(__file__).resolve().parent / "references" / "Sumo.pt"
 NETWORK = NetworkConfig(hidden_units=64)
@@ -35,12 +36,13 @@ def budget() -> PPOConfig:
     )
 
 
-def train(seed: int = 0) -> tuple[InnerResult, dict[str, torch.Tensor]]:
+def train(seed: int = 0) -> tuple[TrainResult, dict[str, torch.Tensor]]:
     """The training from scratch and its start (environment, start and training seeds shifted)."""
     torch.set_num_threads(1)
     env = envs.make("Sumo", num_areas=64, seed=1 + seed)
     theta = policy_for(env, NETWORK, seed=seed).state_dict()
-    return inner_train(env, theta, NETWORK, budget(), seed=3 + seed), theta
+    request = TrainRequest((), theta, 3 + seed, budget(), NETWORK)
+    return train_request(request, env), theta
 
 
 def main() -> None:

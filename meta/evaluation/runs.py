@@ -14,6 +14,7 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
 from meta.evaluation.config import EvalConfig, Procedure
 from meta.evaluation.executor import Executor
@@ -212,7 +213,7 @@ OTHER_FREE = ("meta.algorithm", "meta.outer_lr", "meta.outer_lr_final")
 def check_other(reference: tuple[str, Config], other: tuple[str, Config]) -> None:
     """ValueError unless `other` is another meta-learner on the run's configuration."""
     (first_id, first), (other_id, cfg) = reference, other
-    if cfg.meta.algorithm in (first.meta.algorithm, JOINT_RUN, "scratch"):
+    if cfg.meta.algorithm == first.meta.algorithm or entry(cfg.meta.algorithm).joint_baseline:
         raise ValueError(
             f"eval.other_run_ids: run {other_id!r} has meta.algorithm={cfg.meta.algorithm!r}; "
             f"give runs of another meta-learner than {first.meta.algorithm!r} (e.g. fomaml)"

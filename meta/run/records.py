@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from meta.algorithm.inner import InnerResult
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.reptile import Task, Weights, distance
+from meta.algorithm.request import TrainResult
 from meta.algorithm.selfplay.ghost import SUMMARIES
 from meta.algorithm.selfplay.summaries import DECISIVE_STAT
 from meta.observe.tags import (
@@ -100,7 +100,7 @@ class MetaStep:
     index: int
     algorithm: str
     tasks: list[Task]
-    results: list[InnerResult]
+    results: list[TrainResult]
     hyper: Hyper
     outer_lr: float
     theta_delta: float

@@ -3,9 +3,9 @@
 Each actor keeps an environment pool for the life of the run, so builds (env.backend=unity)
 stay alive across meta-steps; its builds take a block of worker ids (ports) no other actor or
 the driver uses, and a replacement actor takes a fresh block, since a killed actor's builds
-may outlive it for a while. θ goes to the object store once per meta-step; jobs go to whichever
-actor is free, and results come back in the jobs' order, so the outer update sees exactly what
-the local executor gives it.
+may outlive it for a while. A start shared by several requests (θ) goes to the object store
+once; requests go to whichever actor is free, and results come back in the requests' order, so
+the outer update sees exactly what the local executor gives it.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import ray
 import torch
 from ray.exceptions import ActorUnavailableError, ObjectLostError, RayActorError, RayTaskError
 
-from meta.algorithm.inner import InnerResult
 from meta.algorithm.ppo.rollout import NullTimers
+from meta.algorithm.request import TrainRequest, TrainResult
 from meta.config import EnvConfig, RuntimeConfig
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash
-from meta.runtime.jobs import InnerJob, Weights, run_job
+from meta.runtime.jobs import Weights, run_request
 
 log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 10.0
@@ -39,16 +39,17 @@ LOST = (RayActorError, ActorUnavailableError, ObjectLostError)
 
 
 class InnerWorker:
-    """A Ray actor: trains jobs from θ on environments it keeps between meta-steps."""
+    """A Ray actor: runs training requests on environments it keeps between meta-steps."""
 
     def __init__(self, env: EnvConfig, slot: int, threads: int, log_folder: str | None) -> None:
         torch.set_num_threads(threads)
         self.pool = EnvPool(env, slot)
         self.pool.log_folder = log_folder
 
-    def run(self, theta: Arrays, job: InnerJob) -> tuple[InnerResult, Arrays]:
-        """One inner training (Ray resolves `theta` from the object store); φ as arrays."""
-        result = run_job(job, to_torch(theta), self.pool, NullTimers())
+    def run(self, start: Arrays, request: TrainRequest) -> tuple[TrainResult, Arrays]:
+        """One training from `start` (Ray resolves it from the object store); φ as arrays."""
+        request = replace(request, weights=to_torch(start))
+        result = run_request(request, self.pool, NullTimers())
         return replace(result, weights={}), to_numpy(result.weights)
 
     def pid(self) -> int:
@@ -96,19 +97,19 @@ class RayExecutor:
         """The actors' process ids, in actor order."""
         return list(ray.get([actor.pid.remote() for actor in self.actors]))
 
-    def run(self, theta: Weights, jobs: Sequence[InnerJob], on_crash: OnCrash) -> list[InnerResult]:
-        """Every job's result, in order; jobs go to free actors, θ is put once."""
-        theta_ref = self._put(theta)
+    def run(self, requests: Sequence[TrainRequest], on_crash: OnCrash) -> list[TrainResult]:
+        """Every result, in order; requests go to free actors, a shared start is put once."""
         crash_types = EnvPool(self.env).crash_types()
-        queue = deque(enumerate(jobs))
+        queue = deque(enumerate(requests))
         idle = deque(range(len(self.actors)))
-        running: dict[Any, tuple[int, int, InnerJob]] = {}
-        results: dict[int, InnerResult] = {}
+        running: dict[Any, tuple[int, int, TrainRequest]] = {}
+        results: dict[int, TrainResult] = {}
         try:
             while queue or running:
                 while queue and idle:
                     actor, (position, job) = idle.popleft(), queue.popleft()
-                    ref = self.actors[actor].run.remote(theta_ref, job)
+                    start = self._put(job.weights)
+                    ref = self.actors[actor].run.remote(start, replace(job, weights={}))
                     running[ref] = (actor, position, job)
                 (done,), _ = ray.wait(list(running), num_returns=1)
                 actor, position, job = running.pop(done)
@@ -129,10 +130,10 @@ class RayExecutor:
         finally:
             for ref in running:
                 ray.cancel(ref)
-        return [results[position] for position in range(len(jobs))]
+        return [results[position] for position in range(len(requests))]
 
     def _put(self, theta: Weights) -> Any:
-        """θ's object store reference, put once per θ (a chain's trainings share it)."""
+        """A start's object store reference, put once per start (the requests of θ share it)."""
         if theta is not self._theta:
             self._theta, self._theta_ref = theta, ray.put(to_numpy(theta))
         return self._theta_ref

@@ -1,9 +1,9 @@
-"""Where a meta-step's inner trainings run: this process, one after the other, or Ray actors.
+"""Where training requests run: this process, one after the other, or Ray actors.
 
-An executor trains a list of jobs from θ and returns their results in the jobs' order. A job
-whose environment crashed (a build died, an actor was lost) is retried from θ after
-`on_crash(error)`, which counts the crash and raises once `env.max_restarts` is spent, so a
-meta-step either gets every result or none.
+An executor runs a list of requests and returns their results in the requests' order. A
+request whose environment crashed (a build died, an actor was lost) is retried from its start
+after `on_crash(error)`, which counts the crash and raises once `env.max_restarts` is spent, so
+a meta-step either gets every result or none.
 """
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from meta.algorithm.inner import InnerResult
 from meta.algorithm.ppo.rollout import Timers
+from meta.algorithm.request import TrainRequest, TrainResult
 from meta.config import Config
 from meta.runtime.envpool import EnvPool
-from meta.runtime.jobs import InnerJob, Weights, run_job
+from meta.runtime.jobs import run_request
 
 OnCrash = Callable[[BaseException], None]
-"""Told of every crash before its job is retried; raises to give up."""
+"""Told of every crash before its request is retried; raises to give up."""
 
 
 class InnerExecutor(Protocol):
-    """Trains jobs from θ; results in the order of `jobs`."""
+    """Runs training requests; results in the order of `requests`."""
 
-    def run(self, theta: Weights, jobs: Sequence[InnerJob], on_crash: OnCrash) -> list[InnerResult]:
-        """Every job's result, in order; crashed jobs retried from theta."""
+    def run(self, requests: Sequence[TrainRequest], on_crash: OnCrash) -> list[TrainResult]:
+        """Every request's result, in order; crashed ones retried from their start."""
         ...
 
     def close(self) -> None:
@@ -34,19 +34,19 @@ class InnerExecutor(Protocol):
 
 
 class LocalExecutor:
-    """Every job in this process, on the run's environment pool."""
+    """Every request in this process, on the run's environment pool."""
 
     def __init__(self, pool: EnvPool, timers: Timers) -> None:
         self.pool, self.timers = pool, timers
 
-    def run(self, theta: Weights, jobs: Sequence[InnerJob], on_crash: OnCrash) -> list[InnerResult]:
-        """Every job's result, in order; a crashed build is relaunched and its job retried."""
+    def run(self, requests: Sequence[TrainRequest], on_crash: OnCrash) -> list[TrainResult]:
+        """Every result, in order; a crashed build is relaunched and its request retried."""
         crash_types = self.pool.crash_types()
         results = []
-        for job in jobs:
+        for request in requests:
             while True:
                 try:
-                    results.append(run_job(job, theta, self.pool, self.timers))
+                    results.append(run_request(request, self.pool, self.timers))
                     break
                 except crash_types as crash:
                     on_crash(crash)

@@ -12,11 +12,10 @@ from rich.console import Console
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
-from meta.algorithm.fomaml import FOMAML, fomaml_update
-from meta.algorithm.inner import InnerResult, OptimizerState, SelfPlayState, is_game
 from meta.algorithm.ppo.train import policy_for
-from meta.algorithm.selfplay.config import SelfPlayConfig
-from meta.algorithm.selfplay.ghost import run_state_after
+from meta.algorithm.registry import learner_class
+from meta.algorithm.request import OptimizerState, SelfPlayState
+from meta.algorithm.training import is_game
 from meta.observe.progress import Progress
 from meta.observe.reporter import (
     INNER_UPDATES_TABLE,
@@ -42,7 +41,7 @@ from meta.run.records import (
     table_columns,
     update_rows,
 )
-from meta.trainer.inner import META_LEARNERS, InnerTrainings
+from meta.trainer.dispatch import InnerTrainings
 from meta.trainer.preflight import Plan
 
 OPTIMIZER = "optimizer"
@@ -84,7 +83,8 @@ class MetaTrainer:
             network=self.cfg.network,
         )
         self.timers = RunTimers()
-        self.inner = InnerTrainings(plan, self.timers)
+        self.learner = learner_class(self.cfg.meta.algorithm)(self.cfg)
+        self.inner = InnerTrainings(plan, self.learner, self.timers)
         self.last_reward: float | None = None
         self._initial_state(start)
         self.start_step = self.meta_step
@@ -171,7 +171,7 @@ class MetaTrainer:
         with self.timers.scope("sample_tasks"):
             rng = reptile.task_rng(cfg.seed, k)
             env_params = self.plan.parameters.sample(rng)
-            tasks = self.inner.tasks(rng, env_params)
+            tasks = self.learner.tasks(self.plan.sampler, rng, env_params)
         hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, k)
         outer_lr = reptile.outer_step_size(cfg.meta, k)
         faults.at("inner_training", k)
@@ -179,7 +179,7 @@ class MetaTrainer:
             k, self.theta, tasks, hyper, self.optimizer_state, self.self_play_state
         )
         with self.timers.scope("interpolate"):
-            new_theta = self._outer_update(results, outer_lr)
+            new_theta = self.learner.update(self.theta, results, outer_lr)
             theta_delta = reptile.distance(new_theta, self.theta)
         step = MetaStep(
             k,
@@ -198,30 +198,11 @@ class MetaTrainer:
             changes = self.plan.parameters.update(
                 (k + 1) / cfg.meta.steps, {BEHAVIOR_NAME: [x for x in rewards if x == x]}
             )
-            optimizer_state = results[-1].optimizer_state if self.inner.carries_optimizer else None
-            table = self._commit(step, new_theta, optimizer_state, self._self_play_after(results))
+            optimizer_state = self.learner.optimizer_after(results)
+            self_play_state = self.learner.self_play_after(self.self_play_state, results)
+            table = self._commit(step, new_theta, optimizer_state, self_play_state)
         self.plan.parameters.announce(changes, k, env_params)
         return table
-
-    def _outer_update(self, results: list[InnerResult], outer_lr: float) -> dict[str, torch.Tensor]:
-        """Reptile interpolates theta towards the trained weights; FOMAML steps along the mean
-        meta-gradient; joint and single take the trained weights."""
-        trained = [r.weights for r in results]
-        if self.cfg.meta.algorithm == "reptile":
-            return reptile.reptile_update(self.theta, trained, outer_lr)
-        if self.cfg.meta.algorithm == FOMAML:
-            gradients = [r.meta_gradient for r in results if r.meta_gradient is not None]
-            return fomaml_update(self.theta, trained, gradients, outer_lr)
-        return results[0].weights
-
-    def _self_play_after(self, results: list[InnerResult]) -> SelfPlayState | None:
-        """The run's ELO (and, for joint and single, the ghost) after this meta-step."""
-        return run_state_after(
-            self.self_play_state,
-            [r.self_play_state for r in results],
-            self.cfg.meta.algorithm not in META_LEARNERS,
-            (self.cfg.ppo.self_play or SelfPlayConfig()).initial_elo,
-        )
 
     def _commit(
         self,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
 from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.registry import learner_class
 from meta.algorithm.selfplay.checks import check_families
 from meta.config import Config
 from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
@@ -44,10 +45,9 @@ def plan(cfg: Config, run_id: str) -> Plan:
     sampler = reptile.TaskSampler(cfg.meta.tasks, cfg.meta.split)
     parameters = parse_environment_parameters(cfg.environment_parameters, [BEHAVIOR_NAME])
     pool = EnvPool(cfg.env)
-    if cfg.meta.algorithm == "joint" and cfg.env.backend != "native":
-        raise ValueError("meta=joint splits areas across tasks and needs env.backend=native")
+    learner_class(cfg.meta.algorithm).check(cfg)
     pool.check([t.name for t in cfg.meta.tasks])
-    check_families([t.name for t in cfg.meta.tasks], cfg.ppo.self_play, cfg.meta.algorithm)
+    check_families([t.name for t in cfg.meta.tasks], cfg.ppo.self_play)
     check(cfg, run_id)
     if cfg.resume:
         extra, inner = table_columns(parameters.lesson_nums(), cfg.logger.per_update_csv)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import Mapping
+import signal
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,10 @@ from meta.run.configuration import record_changes
 from meta.run.interrupt import Terminated, held_signals, raise_on_signals
 from meta.run.lock import RunLock, RunLocked
 from meta.run.names import run_command
-from meta.run.signals import exit_at_once, exit_code
+from meta.run.signals import HELD, exit_at_once, exit_code
 from meta.run.status import StatusError
 from meta.runtime.cluster import Cluster, join_or_start_ray
-from meta.trainer.inner import BuildsExhausted
+from meta.trainer.dispatch import BuildsExhausted
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import Plan
 
@@ -52,12 +53,27 @@ def run(
     resolved: dict[str, Any],
     console: Console | None = None,
     changes: Mapping[str, tuple[Any, Any]] | None = None,
+    program: str | None = "meta-train",
 ) -> Path:
     """Join Ray, lock the run, train it to its end, release it; Stopped for every early stop.
 
-    Signals raise from the lock on, and are held while the run is released; once the run is
-    complete they end the process at once, saying so (`meta.run.interrupt`).
+    Signals raise from the lock on, and are held while the run is released. For a `program`
+    (the console script), once the run is complete or stopped they end the process at once,
+    saying so (`meta.run.interrupt`); called as a library (`program=None`) the caller's
+    handlers are back when it returns.
     """
+    with _signals_restored(program is None):
+        return _run(plan, config_yaml, resolved, console, changes, program)
+
+
+def _run(
+    plan: Plan,
+    config_yaml: str,
+    resolved: dict[str, Any],
+    console: Console | None,
+    changes: Mapping[str, tuple[Any, Any]] | None,
+    program: str | None,
+) -> Path:
     cluster = _join_or_start_ray(plan)
     lock = RunLock(plan.cfg.results_dir, plan.run_id)
     trainers: list[MetaTrainer] = []
@@ -66,16 +82,28 @@ def run(
         run_dir = _locked_run(plan, lock, trainers, config_yaml, resolved, console, changes)
     except BaseException as error:
         _release(plan, lock, trainers, cluster)  # a signal while releasing changes nothing
-        if isinstance(error, Stopped):
-            exit_at_once("meta-train", str(error))
+        if isinstance(error, Stopped) and program is not None:
+            exit_at_once(program, str(error))
         raise
     received = _release(plan, lock, trainers, cluster)
     done = f"interrupted after the run completed; {run_dir} is complete"
-    exit_at_once("meta-train", done)
+    if program is not None:
+        exit_at_once(program, done)
     faults.at("after_release", trainers[0].meta_step)
     if received:
         raise Stopped(done, exit_code(received[0]))
     return run_dir
+
+
+@contextlib.contextmanager
+def _signals_restored(restore: bool) -> Iterator[None]:
+    """The handlers of Ctrl-C and SIGTERM as they were before the block (if `restore`)."""
+    before = {sig: signal.getsignal(sig) for sig in HELD} if restore else {}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _locked_run(

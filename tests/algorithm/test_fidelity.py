@@ -21,7 +21,7 @@ from meta.algorithm.ppo.loss import (
 )
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout
-from meta.algorithm.ppo.train import policy_for, train
+from meta.algorithm.ppo.train import PPORun, policy_for, train
 from meta.algorithm.ppo.update import _minibatches, compute_gae, flat_buffer
 from meta.observe.tags import LEARNING_RATE
 
@@ -67,7 +67,9 @@ def test_schedule_is_read_before_each_buffer_is_collected() -> None:
         seen.append(steps)
         return Hyper(1e-3 * (1 + steps), 5e-3, 0.2)
 
-    train(env, policy, SMALL, seed=0, schedule=schedule, on_update=lambda _, u: updates.append(u))
+    train(
+        PPORun(env, policy, SMALL, 0, schedule=schedule, on_update=lambda _, u: updates.append(u))
+    )
     env.close()
     assert seen == [0, 256, 512]  # ML-Agents reads after the buffer: 256, 512, 768
     assert [u[LEARNING_RATE] for u in updates] == [1e-3 * (1 + s) for s in seen]

@@ -99,12 +99,13 @@ def test_an_inner_training_never_imports_torch_dynamo() -> None:
     # torch.optim.Optimizer's methods import it on first use: about 2 s of every process
     script = (
         "import sys, envs\n"
-        "from meta.algorithm.inner import inner_train\n"
+        "from meta.algorithm.request import TrainRequest\n"
+        "from meta.algorithm.training import train\n"
         "from meta.algorithm.ppo.config import NetworkConfig, PPOConfig\n"
         "from meta.algorithm.ppo.train import policy_for\n"
         "env, net = envs.make('FindTarget', num_areas=4, seed=0), NetworkConfig(16)\n"
         "cfg = PPOConfig(max_steps=256, buffer_size=128, batch_size=64, num_epoch=1)\n"
-        "inner_train(env, policy_for(env, net).state_dict(), net, cfg, seed=0)\n"
+        "train(TrainRequest((), policy_for(env, net).state_dict(), 0, cfg, net), env)\n"
         "print('torch._dynamo' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

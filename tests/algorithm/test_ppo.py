@@ -10,12 +10,13 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 import envs
-from meta.algorithm.inner import InnerResult, inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.optim import SGD
 from meta.algorithm.ppo.rollout import Collector
-from meta.algorithm.ppo.train import policy_for, train
+from meta.algorithm.ppo.train import PPORun, policy_for, train
+from meta.algorithm.request import TrainRequest, TrainResult
+from meta.algorithm.training import train as train_request
 from meta.runtime.threads import torch_threads
 
 SMALL = PPOConfig(batch_size=256, buffer_size=1024, max_steps=4096, num_epoch=2)
@@ -66,7 +67,8 @@ def test_same_seed_gives_bitwise_identical_weights_and_trainings_are_isolated() 
     def run(seed: int) -> dict[str, torch.Tensor]:
         env = envs.make("CarryObject", num_areas=16, seed=1)
         start = policy_for(env, NetworkConfig(hidden_units=32), seed=7).state_dict()
-        return inner_train(env, start, NetworkConfig(hidden_units=32), SMALL, seed=seed).weights
+        request = TrainRequest((), start, seed, SMALL, NetworkConfig(hidden_units=32))
+        return train_request(request, env).weights
 
     a = run(0)
     torch.manual_seed(1234)  # global state must not matter
@@ -79,10 +81,10 @@ def test_same_seed_gives_bitwise_identical_weights_and_trainings_are_isolated() 
 def test_sgd_takes_plain_gradient_steps_and_is_deterministic() -> None:
     net = NetworkConfig(hidden_units=32)
 
-    def run(cfg: PPOConfig) -> InnerResult:
+    def run(cfg: PPOConfig) -> TrainResult:
         env = envs.make("FindTarget", num_areas=16, seed=1)
         start = policy_for(env, net, seed=7).state_dict()
-        return inner_train(env, start, net, cfg, seed=0)
+        return train_request(TrainRequest((), start, 0, cfg, net, returns_optimizer=True), env)
 
     sgd = replace(SMALL, optimizer="sgd", learning_rate=0.1)
     a, b, adam = run(sgd), run(sgd), run(SMALL)
@@ -99,7 +101,8 @@ def test_one_or_two_torch_threads_train_the_same_weights() -> None:
         env = envs.make("FindTarget", num_areas=16, seed=2)
         start = policy_for(env, NetworkConfig(hidden_units=32), seed=3).state_dict()
         with torch_threads(threads):
-            return inner_train(env, start, NetworkConfig(hidden_units=32), SMALL, seed=0).weights
+            request = TrainRequest((), start, 0, SMALL, NetworkConfig(hidden_units=32))
+            return train_request(request, env).weights
 
     one, two = run(1), run(2)
     assert list(one) == list(two)
@@ -109,9 +112,7 @@ def test_one_or_two_torch_threads_train_the_same_weights() -> None:
 def test_result_reports_what_a_trainer_needs() -> None:
     env = envs.make("FindTarget", num_areas=16, seed=0)
     start = policy_for(env, NetworkConfig(hidden_units=32), seed=0).state_dict()
-    result = inner_train(
-        env, start, NetworkConfig(hidden_units=32), SMALL, seed=0, stats_channel=env.stats_channel
-    )
+    result = train_request(TrainRequest((), start, 0, SMALL, NetworkConfig(hidden_units=32)), env)
     stats = result.stats
     assert stats["steps"] == 4096 and stats["updates"] == 4 and len(result.updates) == 4
     for key in (
@@ -143,7 +144,7 @@ def test_bad_config_fails_before_any_environment_step(field: str, value: object)
     before = env.get_steps("Brain")[0].obs[0].copy()
     policy = policy_for(env, NetworkConfig(hidden_units=8))
     with pytest.raises(ValueError, match=field):
-        train(env, policy, PPOConfig(**{"buffer_size": 2048, field: value}), seed=0)
+        train(PPORun(env, policy, PPOConfig(**{"buffer_size": 2048, field: value}), 0))
     assert np.array_equal(env.get_steps("Brain")[0].obs[0], before)
 
 
@@ -160,7 +161,7 @@ def final_success(name: str, steps: int) -> float:
         last.append(len(successes))
 
     last: list[int] = []
-    train(env, policy, PPOConfig(max_steps=steps), seed=0, on_update=read)
+    train(PPORun(env, policy, PPOConfig(max_steps=steps), 0, on_update=read))
     tail = successes[last[-2] :]  # episodes finished during the last update's buffer
     return float(np.mean(tail))
 

@@ -23,7 +23,7 @@ def _check_totals(node: dict[str, Any]) -> None:
 
 
 def _inner_training(timers: Timers, steps: int) -> None:
-    """The scopes a Collector and inner_train open, in their order."""
+    """The scopes a Collector and a training request open, in their order."""
     with timers.scope("inner_training"):
         for _ in range(steps):
             with timers.scope("policy_forward"):

@@ -13,7 +13,7 @@ import envs
 from envs.tasks.teams import TEAM_BEHAVIORS, TeamTaskEnv
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.train import PPORun, policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import Ghost
@@ -78,9 +78,9 @@ def test_the_first_learning_team_is_the_first_behavior_registered() -> None:
         policy = policy_for(env, NetworkConfig(hidden_units=16), seed=0)
         optimizer = torch.optim.Adam(policy.parameters())
         schedule = lambda steps: Hyper.of(cfg)  # noqa: E731
-        _, collector, state, _ = ghost_train(
-            env, policy, cfg, seed=0, schedule=schedule, optimizer=optimizer
-        )
+        run = PPORun(env, policy, cfg, 0, schedule=schedule, optimizer=optimizer)
+        outcome = ghost_train(run)
+        collector, state = outcome.collector, outcome.state
         assert state["ghost"]["learning_team"] == team  # no team change in 256 steps
         assert collector.agent_steps == 256
 

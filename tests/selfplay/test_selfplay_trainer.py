@@ -15,11 +15,12 @@ from mlagents_envs.base_env import BehaviorSpec, ObservationSpec
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator, ScalarEvent
 
 import envs
-from meta.algorithm.inner import inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.request import TrainRequest
 from meta.algorithm.selfplay.checks import check_specs
 from meta.algorithm.selfplay.match import RANDOM, play_match
+from meta.algorithm.training import train as train_request
 from meta.config import Config
 from meta.evaluation import reference
 from meta.trainer import MetaTrainer, plan, train
@@ -98,7 +99,7 @@ def test_a_game_without_self_play_settings_is_refused_before_training() -> None:
     env = envs.make("Sumo", num_areas=4)
     theta = policy_for(env, NetworkConfig()).state_dict()
     with pytest.raises(ValueError, match=r"have team ids but ppo\.self_play is not set"):
-        inner_train(env, theta, NetworkConfig(), PPOConfig(max_steps=20480), seed=0)
+        train_request(TrainRequest((), theta, 0, PPOConfig(max_steps=20480), NetworkConfig()), env)
 
 
 def test_three_families_meta_train_with_elo_and_resume_bitwise(tiny_config: Factory) -> None:

@@ -19,12 +19,13 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 import envs
 from envs.backend.unity_env import resolve_build
 from envs.tasks.teams import TEAM_BEHAVIORS
-from meta.algorithm.inner import inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.request import TrainRequest
 from meta.algorithm.selfplay.config import SelfPlayConfig
+from meta.algorithm.training import train as train_request
 from meta.config import Config
-from meta.trainer import train
+from meta.trainer import Stopped, train
 
 pytestmark = [
     pytest.mark.integration,
@@ -73,10 +74,10 @@ def test_the_build_plays_the_native_game_bit_for_bit_and_trains_with_self_play(
         theta = policy_for(build, network).state_dict()
         plain = PPOConfig(max_steps=192, buffer_size=96, batch_size=32, num_epoch=1)
         with pytest.raises(ValueError, match=r"have team ids but ppo\.self_play is not set"):
-            inner_train(build, theta, network, plain, seed=0)
+            train_request(TrainRequest((), theta, 0, plain, network), build)
         ghost = SelfPlayConfig(save_steps=50, swap_steps=20, team_change=100)
         selfplay = PPOConfig(**{**plain.__dict__, "self_play": ghost})
-        result = inner_train(build, theta, network, selfplay, seed=0)
+        result = train_request(TrainRequest((), theta, 0, selfplay, network), build)
         assert result.self_play_state is not None and result.stats["steps"] == 192
     finally:
         build.close()
@@ -113,5 +114,5 @@ def test_a_build_of_teams_without_self_play_is_refused(
         "env.path.FindTarget=envs/builds/Sumo",
         f"env.base_port={free_ports(3)}",
     )
-    with pytest.raises(ValueError, match=r"Brain\?team=0, Brain\?team=1 have team ids"):
+    with pytest.raises(Stopped, match=r"Brain\?team=0, Brain\?team=1 have team ids"):
         train(cfg, "teams")

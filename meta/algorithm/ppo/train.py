@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -35,26 +36,26 @@ from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
 from meta.runtime.allocator import keep_freed_memory
 from meta.runtime.threads import torch_threads
 
-__all__ = ["Collecting", "Hyper", "Schedule", "policy_for", "run_updates", "summary", "train"]
+__all__ = [
+    "Collecting",
+    "Hyper",
+    "PPORun",
+    "Schedule",
+    "policy_for",
+    "run_updates",
+    "summary",
+    "train",
+]
 
 Schedule = Callable[[int], Hyper]
 """The learning rate, beta and epsilon after a number of agent-steps of the training."""
+OnUpdate = Callable[[int, dict[str, float]], None]
+"""Told of update k (1-based) and its statistics."""
 
 
-def train(
-    env: AgentEnvironment,
-    policy: Policy,
-    cfg: PPOConfig,
-    *,
-    seed: int,
-    hyper: Hyper | None = None,
-    stats_channel: StatsSideChannel | None = None,
-    timers: Timers | None = None,
-    on_update: Callable[[int, dict[str, float]], None] | None = None,
-    optimizer: Optimizer | None = None,
-    schedule: Schedule | None = None,
-) -> dict[str, float]:
-    """Train `policy` in place for cfg.max_steps agent-steps; return stats.
+@dataclass
+class PPORun:
+    """One training of `policy` in place: what PPO and the ghost trainer both read.
 
     `hyper` gives the starting learning rate, beta and epsilon (the outer loop anneals them);
     within the training each follows its `*_schedule`, unless `schedule` gives the values
@@ -62,25 +63,45 @@ def train(
     optimizer over `policy` (default: a fresh `cfg.optimizer`). `on_update(k, stats)` runs after
     update k (1-based). All randomness comes from `seed`, none from global state.
     """
-    cfg.validate()
-    hyper = hyper or Hyper.of(cfg)
-    if hyper.learning_rate <= 0:
-        raise ValueError(f"learning_rate must be > 0, got {hyper.learning_rate}")
-    start = time.perf_counter()
-    timers = timers or NullTimers()
-    generator = torch.Generator().manual_seed(seed)
-    if stats_channel is not None:
-        stats_channel.get_and_reset_stats()
-    collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon, timers)
-    if optimizer is None:
-        optimizer = make_optimizer(policy, hyper.learning_rate, cfg.optimizer)
-    start_hyper = hyper
-    schedule = schedule or (lambda steps: start_hyper.after(cfg, steps, cfg.max_steps))
+
+    env: AgentEnvironment
+    policy: Policy
+    cfg: PPOConfig
+    seed: int
+    hyper: Hyper | None = None
+    optimizer: Optimizer | None = None
+    schedule: Schedule | None = None
+    stats_channel: StatsSideChannel | None = None
+    timers: Timers = field(default_factory=NullTimers)
+    on_update: OnUpdate | None = None
+
+    def begin(self) -> tuple[Optimizer, Schedule, torch.Generator]:
+        """Check the settings, clear the env's stats; the optimizer, schedule and generator."""
+        self.cfg.validate()
+        start = self.hyper or Hyper.of(self.cfg)
+        if start.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {start.learning_rate}")
+        if self.stats_channel is not None:
+            self.stats_channel.get_and_reset_stats()
+        optimizer = self.optimizer or make_optimizer(
+            self.policy, start.learning_rate, self.cfg.optimizer
+        )
+        cfg = self.cfg
+        schedule = self.schedule or (lambda steps: start.after(cfg, steps, cfg.max_steps))
+        return optimizer, schedule, torch.Generator().manual_seed(self.seed)
+
+
+def train(run: PPORun) -> dict[str, float]:
+    """Train `run.policy` in place for cfg.max_steps agent-steps; return stats."""
+    started = time.perf_counter()
+    optimizer, schedule, generator = run.begin()
+    cfg, timers = run.cfg, run.timers
+    collector = Collector(run.env, BEHAVIOR_NAME, run.policy, generator, cfg.time_horizon, timers)
     history, steps = run_updates(
-        collector, policy, optimizer, cfg, schedule, generator, timers, on_update
+        collector, run.policy, optimizer, cfg, schedule, generator, timers, run.on_update
     )
-    success = _success(stats_channel)
-    return summary(history, collector.episodes, success, steps, time.perf_counter() - start)
+    success = _success(run.stats_channel)
+    return summary(history, collector.episodes, success, steps, time.perf_counter() - started)
 
 
 class Collecting(Protocol):
@@ -109,7 +130,7 @@ def run_updates(
     schedule: Schedule,
     generator: torch.Generator,
     timers: Timers,
-    on_update: Callable[[int, dict[str, float]], None] | None = None,
+    on_update: OnUpdate | None = None,
 ) -> tuple[list[dict[str, float]], int]:
     """Collect a buffer and update, until cfg.max_steps agent-steps; the updates and the steps."""
     keep_freed_memory()

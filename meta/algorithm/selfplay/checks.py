@@ -35,8 +35,8 @@ def _actions(spec: BehaviorSpec) -> str:
     return f"continuous {action.continuous_size}, discrete {list(action.discrete_branches)}"
 
 
-def check_games(families: Sequence[str], self_play: SelfPlayConfig | None, algorithm: str) -> None:
-    """ValueError for a game of teams without ppo.self_play, or in joint training."""
+def check_games(families: Sequence[str], self_play: SelfPlayConfig | None) -> None:
+    """ValueError for a game of teams without ppo.self_play."""
     import envs
 
     games = [name for name in families if envs.family(name).adversarial]
@@ -45,20 +45,13 @@ def check_games(families: Sequence[str], self_play: SelfPlayConfig | None, algor
             f"task {games[0]} is a game of teams (behaviors Brain?team=0, Brain?team=1) but "
             "ppo.self_play is not set: add it (e.g. ppo=selfplay) to train it with self-play"
         )
-    if games and algorithm == "joint":
-        raise ValueError(
-            f"meta=joint cannot put the game {games[0]} beside other tasks' areas: "
-            "use meta=reptile or meta=single"
-        )
 
 
-def check_families(
-    families: Sequence[str], self_play: SelfPlayConfig | None, algorithm: str
-) -> None:
+def check_families(families: Sequence[str], self_play: SelfPlayConfig | None) -> None:
     """Both checks for the built-in families named (each made once with one area)."""
     import envs
 
-    check_games(families, self_play, algorithm)
+    check_games(families, self_play)
     specs = {}
     for name in dict.fromkeys(families):
         env = envs.make(name)

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
-import torch
-from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
-from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
-from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.optim import Optimizer
 from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.rollout import NullTimers, Timers
-from meta.algorithm.ppo.train import Schedule, run_updates, summary
+from meta.algorithm.ppo.train import PPORun, run_updates, summary
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.selfplay.ghost import SUMMARIES, Ghost, SelfPlayState
 from meta.algorithm.selfplay.rollout import TeamCollector, first_team
@@ -39,40 +33,43 @@ def ghost_for(
     return Ghost.start(self_play, cpu_weights(policy), elo, int(seed_seq), learning_team)
 
 
-def ghost_train(
-    env: AgentEnvironment,
-    policy: Policy,
-    cfg: PPOConfig,
-    *,
-    seed: int,
-    schedule: Schedule,
-    optimizer: Optimizer,
-    state: SelfPlayState | None = None,
-    timers: Timers | None = None,
-    on_update: Callable[[int, dict[str, float]], None] | None = None,
-) -> tuple[list[dict[str, float]], TeamCollector, SelfPlayState, int]:
-    """Train `policy` in place for cfg.max_steps learning-team agent-steps with self-play.
+@dataclass
+class GhostOutcome:
+    """What the ghost trainer leaves: updates, the collector's games, the state, the steps."""
+
+    updates: list[dict[str, float]]
+    collector: TeamCollector
+    """Its episodes, game results and ratings."""
+    state: SelfPlayState
+    """The state to continue from: {"elo", "ghost"}."""
+    steps: int
+    """The learning team's agent-steps."""
+
+
+def ghost_train(run: PPORun, state: SelfPlayState | None = None) -> GhostOutcome:
+    """Train `run.policy` in place for cfg.max_steps learning-team agent-steps with self-play.
 
     `state` continues a ghost (snapshots, opponent, counters, ELO) or, with only an "elo",
-    starts one from the policy's weights at that rating. Returns the updates' statistics,
-    the collector (its episodes and game results), the state to continue from and the
-    learning team's agent-steps.
+    starts one from the policy's weights at that rating.
     """
-    timers = timers or NullTimers()
-    generator = torch.Generator().manual_seed(seed)
-    ghost = ghost_for(cfg, policy, state, seed, first_team(env))
+    optimizer, schedule, generator = run.begin()
+    policy, cfg = run.policy, run.cfg
+    ghost = ghost_for(cfg, policy, state, run.seed, first_team(run.env))
     opponent = copy.deepcopy(policy)
-    collector = TeamCollector(env, policy, opponent, ghost, generator, cfg.time_horizon, timers)
+    collector = TeamCollector(
+        run.env, policy, opponent, ghost, generator, cfg.time_horizon, run.timers
+    )
 
     def updated(k: int, update: dict[str, float]) -> None:
         ghost.publish(cpu_weights(policy))
-        if on_update is not None:
-            on_update(k, update)
+        if run.on_update is not None:
+            run.on_update(k, update)
 
     history, steps = run_updates(
-        collector, policy, optimizer, cfg, schedule, generator, timers, updated
+        collector, policy, optimizer, cfg, schedule, generator, run.timers, updated
     )
-    return history, collector, {"elo": ghost.current_elo, "ghost": ghost.state_dict()}, steps
+    after = {"elo": ghost.current_elo, "ghost": ghost.state_dict()}
+    return GhostOutcome(history, collector, after, steps)
 
 
 def game_stats(collector: TeamCollector, elo: float) -> dict[str, float]:
@@ -84,44 +81,20 @@ def game_stats(collector: TeamCollector, elo: float) -> dict[str, float]:
 
 
 def game_train(
-    env: AgentEnvironment,
-    policy: Policy,
-    cfg: PPOConfig,
-    optimizer: Optimizer,
-    *,
-    seed: int,
-    hyper: Hyper | None = None,
-    timers: Timers | None = None,
-    stats_channel: StatsSideChannel | None = None,
-    schedule: Schedule | None = None,
-    self_play_state: SelfPlayState | None = None,
-) -> tuple[dict[str, torch.Tensor], dict[str, float], list[dict[str, float]], SelfPlayState]:
-    """inner_train for a game: trained weights, statistics, updates and the self-play state."""
-    cfg.validate()
-    start_hyper = hyper or Hyper.of(cfg)
-    if start_hyper.learning_rate <= 0:
-        raise ValueError(f"learning_rate must be > 0, got {start_hyper.learning_rate}")
+    run: PPORun, state: SelfPlayState | None = None
+) -> tuple[dict[str, float], SelfPlayState]:
+    """PPO's `train` for a game: the training's statistics and the self-play state after it."""
     started = time.perf_counter()
-    if stats_channel is not None:
-        stats_channel.get_and_reset_stats()
-    updates: list[dict[str, float]] = []
-    history, collector, state, steps = ghost_train(
-        env,
-        policy,
-        cfg,
-        seed=seed,
-        schedule=schedule or (lambda done: start_hyper.after(cfg, done, cfg.max_steps)),
-        optimizer=optimizer,
-        state=self_play_state,
-        timers=timers,
-        on_update=lambda _, update: updates.append(update),
-    )
-    if stats_channel is not None:
-        stats_channel.get_and_reset_stats()  # the games are counted from the learning team's view
-    games = game_stats(collector, state["elo"])
+    outcome = ghost_train(run, state)
+    if run.stats_channel is not None:
+        run.stats_channel.get_and_reset_stats()  # games are counted from the learning team's view
+    games = game_stats(outcome.collector, outcome.state["elo"])
+    elapsed = time.perf_counter() - started
     stats = summary(
-        history, collector.episodes, games[WIN_RATE], steps, time.perf_counter() - started
+        outcome.updates, outcome.collector.episodes, games[WIN_RATE], outcome.steps, elapsed
     )
     stats.update(games)
-    state[SUMMARIES] = elo_summaries(collector.ratings, cfg.summary_freq, steps)
-    return cpu_weights(policy), stats, updates, state
+    outcome.state[SUMMARIES] = elo_summaries(
+        outcome.collector.ratings, run.cfg.summary_freq, outcome.steps
+    )
+    return stats, outcome.state

@@ -1,0 +1,1 @@
+"""One meta-learner per file; `meta.algorithm.registry` names them."""

@@ -1,0 +1,84 @@
+"""The multi-task baseline: one PPO run over the task distribution, cut into meta-steps."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+import envs
+from meta.algorithm.learner import MetaLearner
+from meta.algorithm.ppo.hyper import Hyper, RunSchedule
+from meta.algorithm.reptile import Task, TaskSampler, Weights, inner_seed
+from meta.algorithm.request import SelfPlayState, TrainRequest, TrainResult
+from meta.config import Config
+
+
+class Joint(MetaLearner):
+    """Each meta-step trains meta.joint_tasks tasks at once (their areas side by side), from
+    the weights and Adam the last one left, for Reptile's env-step budget: θ is the result."""
+
+    name = "joint"
+    continuous = True
+
+    @classmethod
+    def check(cls, cfg: Config) -> None:
+        """Areas split across tasks need native environments; a game cannot share its areas."""
+        if cfg.env.backend != "native":
+            raise ValueError("meta=joint splits areas across tasks and needs env.backend=native")
+        games = [t.name for t in cfg.meta.tasks if envs.family(t.name).adversarial]
+        if games and cfg.ppo.self_play is not None:
+            raise ValueError(
+                f"meta=joint cannot put the game {games[0]} beside other tasks' areas: "
+                "use meta=reptile or meta=single"
+            )
+
+    @property
+    def chained(self) -> bool:
+        """Always: one PPO run, optimizer state included."""
+        return True
+
+    def tasks(
+        self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
+    ) -> list[Task]:
+        """The tasks trained together this meta-step."""
+        return [self._task(sampler, rng, env_params) for _ in range(self.task_count)]
+
+    @property
+    def task_count(self) -> int:
+        """Tasks per meta-step."""
+        return self.cfg.meta.joint_tasks
+
+    def _task(
+        self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
+    ) -> Task:
+        task = sampler.sample(rng)
+        return Task(task.family, {**task.params, **env_params})
+
+    def requests(
+        self,
+        k: int,
+        theta: Weights,
+        tasks: list[Task],
+        hyper: Hyper,
+        self_play_state: SelfPlayState | None,
+    ) -> list[TrainRequest]:
+        """One chunk of the run: its linear schedules pick up where the last chunk stopped."""
+        cfg = self.cfg
+        chunk = replace(cfg.ppo, max_steps=cfg.ppo.max_steps * cfg.meta.meta_batch_size)
+        request = self._request(
+            theta, tuple(tasks), inner_seed(cfg.seed, k, 0), hyper, self_play_state
+        )
+        return [replace(request, ppo=chunk, schedule=self._schedule(k, chunk.max_steps))]
+
+    def _schedule(self, k: int, chunk_steps: int) -> RunSchedule:
+        """Chunk k of one run of meta.steps chunks, annealed over all of it."""
+        meta, start = self.cfg.meta, Hyper.of(self.cfg.ppo)
+        if not meta.anneal:
+            return RunSchedule(start, start, 0, 1)  # the floors are the values: constant
+        floors = Hyper(meta.learning_rate_floor, meta.beta_floor, meta.epsilon_floor)
+        return RunSchedule(start, floors, k * chunk_steps, meta.steps * chunk_steps)
+
+    def update(self, theta: Weights, results: list[TrainResult], outer_lr: float) -> Weights:
+        """The trained weights: no interpolation."""
+        return results[0].weights

@@ -1,0 +1,57 @@
+"""Every meta-learner by its `meta.algorithm` name: the one place that reads the name.
+
+An entry names its class by import path, so that checking a configuration loads neither torch
+nor the learners (meta-train refuses a bad value in a moment); the few traits the config's
+checks need sit beside it. A new meta-learner is a file in `meta/algorithm/learners/` and one
+line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from meta.algorithm.learner import MetaLearner
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Where a meta-learner's class lives, and what its configuration may hold."""
+
+    target: str
+    """`module:Class`."""
+    interpolates: bool = True
+    """Whether meta.outer_lr is a fraction of the way to the trained weights (in (0, 1])
+    rather than a step along a gradient (any size > 0)."""
+    no_games: str = ""
+    """Why it cannot train a game of teams ("": it can)."""
+    joint_baseline: bool = False
+    """Whether its runs are the multi-task baseline meta-eval compares the others with."""
+
+
+LEARNERS: dict[str, Entry] = {
+    "reptile": Entry("meta.algorithm.learners.reptile:Reptile"),
+    "fomaml": Entry(
+        "meta.algorithm.learners.fomaml:FOMAML",
+        interpolates=False,
+        no_games="FOMAML's meta-gradient is one behavior's PPO loss",
+    ),
+    "joint": Entry("meta.algorithm.learners.joint:Joint", joint_baseline=True),
+    "single": Entry("meta.algorithm.learners.single:Single"),
+}
+
+
+def entry(name: str) -> Entry:
+    """The registry's entry for `name`; ValueError naming the known ones."""
+    if name not in LEARNERS:
+        raise ValueError(f"meta.algorithm: unknown {name!r} (use one of {tuple(LEARNERS)})")
+    return LEARNERS[name]
+
+
+def learner_class(name: str) -> type[MetaLearner]:
+    """The class of meta-learner `name` (imported on first use)."""
+    module, _, attribute = entry(name).target.partition(":")
+    cls: type[MetaLearner] = getattr(importlib.import_module(module), attribute)
+    return cls

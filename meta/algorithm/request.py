@@ -1,0 +1,68 @@
+"""One training as a picklable request, and what it gives back.
+
+A request carries everything a training needs and nothing of the process that runs it: the
+tasks, the seed, PPO's and the network's settings, the annealed hyperparameters, the start
+weights, the state it continues (Adam's, the ghost's) and what to give back. So the same
+request gives the same result in this process, a worker process or a Ray actor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.hyper import Hyper, RunSchedule
+from meta.algorithm.ppo.weights import OptimizerState
+from meta.algorithm.reptile import Task
+from meta.algorithm.selfplay.ghost import SelfPlayState
+
+__all__ = ["OptimizerState", "SelfPlayState", "TrainRequest", "TrainResult"]
+
+Weights = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """One training from `weights`: tasks (several: joint's areas side by side) and settings."""
+
+    tasks: tuple[Task, ...]
+    weights: Weights
+    """The start (θ for an inner training); requests sharing θ share this object."""
+    seed: int
+    ppo: PPOConfig
+    network: NetworkConfig
+    hyper: Hyper | None = None
+    """Starting learning rate, beta and epsilon (None: the PPO settings' own)."""
+    device: str = "cpu"
+    schedule: RunSchedule | None = None
+    """joint and single: the run's linear schedule this chunk follows (None: per training)."""
+    optimizer_state: OptimizerState | None = None
+    """Adam's state to continue (None: a fresh Adam)."""
+    self_play_state: SelfPlayState | None = None
+    """A game's self-play state: the run's ELO and, to continue one, the ghost."""
+    returns_optimizer: bool = False
+    """Whether the result keeps Adam's state (only a chain of trainings needs it back)."""
+    meta_gradient: bool = False
+    """Also measure PPO's gradient at the trained weights on one fresh buffer (FOMAML)."""
+
+    def carrying(self, **state: Any) -> TrainRequest:
+        """The same request continuing from the state a previous training left."""
+        return replace(self, **state)
+
+
+@dataclass
+class TrainResult:
+    """What one training produced."""
+
+    weights: Weights
+    stats: dict[str, float]
+    updates: list[dict[str, float]] = field(default_factory=list)
+    optimizer_state: OptimizerState | None = None
+    """Adam's state after the training, to continue it in the next one."""
+    self_play_state: SelfPlayState | None = None
+    """The run's ELO after the training and, for a game, the ghost to continue it with."""
+    meta_gradient: Weights | None = None
+    """The gradient of PPO's loss at the trained weights on a fresh buffer (if asked for)."""

@@ -1,0 +1,91 @@
+"""The one runner of a training request: PPO, or the ghost trainer for a game of teams.
+
+This is the one place that knows both trainers; `ppo` never imports `selfplay`, which builds
+on it (the policy, the collector's parts, the update loop, the weight copies).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+from envs.interface import AgentEnvironment, TaskEnvironment
+from envs.tasks.teams import team_of
+from meta.algorithm.fomaml import meta_gradient
+from meta.algorithm.ppo.config import PPOConfig
+from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.loss import make_optimizer
+from meta.algorithm.ppo.rollout import NullTimers, Timers
+from meta.algorithm.ppo.train import PPORun, policy_for
+from meta.algorithm.ppo.train import train as ppo_train
+from meta.algorithm.ppo.weights import cpu_weights, optimizer_cpu_state
+from meta.algorithm.request import TrainRequest, TrainResult
+from meta.algorithm.selfplay.trainer import game_train
+
+__all__ = ["is_game", "train"]
+
+
+def train(
+    request: TrainRequest, env: AgentEnvironment, timers: Timers | None = None
+) -> TrainResult:
+    """Train the request's start in `env`; the trained weights, statistics and what it asked for.
+
+    The request's optimizer state is copied, never changed. A game of teams trains with the
+    ghost trainer (ppo.self_play) from the request's self-play state; other tasks pass that
+    state through unchanged.
+    """
+    timers = timers or NullTimers()
+    cfg, hyper = request.ppo, request.hyper
+    policy = policy_for(env, request.network).to(request.device)
+    policy.load_state_dict(request.weights)
+    optimizer = make_optimizer(policy, (hyper or Hyper.of(cfg)).learning_rate, cfg.optimizer)
+    if request.optimizer_state is not None:
+        # load_state_dict keeps tensors already on the right device: copy, as Adam steps in place
+        optimizer.load_state_dict(copy.deepcopy(request.optimizer_state))
+    updates: list[dict[str, float]] = []
+    run = PPORun(
+        env,
+        policy,
+        cfg,
+        request.seed,
+        hyper=hyper,
+        optimizer=optimizer,
+        schedule=None if request.schedule is None else request.schedule.at,
+        stats_channel=getattr(env, "stats_channel", None),
+        timers=timers,
+        on_update=lambda _, update: updates.append(update),
+    )
+    state = request.self_play_state
+    if is_game(env, cfg):
+        stats, state = game_train(run, state)
+    else:
+        stats = ppo_train(run)
+    kept = optimizer_cpu_state(optimizer) if request.returns_optimizer else None
+    result = TrainResult(cpu_weights(policy), stats, updates, kept, state)
+    if request.meta_gradient:
+        with timers.scope("meta_gradient"):
+            result = _with_meta_gradient(request, env, result)
+    return result
+
+
+def _with_meta_gradient(
+    request: TrainRequest, env: TaskEnvironment | AgentEnvironment, result: TrainResult
+) -> TrainResult:
+    """The result with FOMAML's meta-gradient, its buffer counted in the training's steps."""
+    hyper = request.hyper or Hyper.of(request.ppo)
+    gradient, steps = meta_gradient(
+        env, result.weights, request.network, request.ppo, hyper, request.seed, request.device
+    )
+    stats = {**result.stats, "steps": result.stats["steps"] + steps}
+    return replace(result, meta_gradient=gradient, stats=stats)
+
+
+def is_game(env: AgentEnvironment, cfg: PPOConfig) -> bool:
+    """Whether the env is a game of teams; ValueError if it is one and self_play is not set."""
+    teams = [name for name in env.behavior_specs if team_of(name) is not None]
+    if teams and cfg.self_play is None:
+        raise ValueError(
+            f"behaviors {', '.join(teams)} have team ids but ppo.self_play is not set: "
+            "a game of teams trains with self-play (add ppo.self_play, e.g. ppo=selfplay)"
+        )
+    return bool(teams)

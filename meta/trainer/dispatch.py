@@ -1,0 +1,97 @@
+"""A meta-step's inner trainings: the meta-learner's requests, run by an executor, retried.
+
+The requests are picklable (meta.algorithm.request) and run in this process (`runtime=local`)
+or on Ray actors (`runtime=ray`). Independent requests may run side by side; a chain (Adam's
+state carried from training to training) runs one after the other, each request continuing
+what the previous one left.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import torch
+
+from meta.algorithm.learner import MetaLearner
+from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.rollout import Timers
+from meta.algorithm.reptile import Task
+from meta.algorithm.request import OptimizerState, SelfPlayState, TrainResult
+from meta.runtime.executor import InnerExecutor, make_executor
+from meta.trainer.preflight import Plan
+
+log = logging.getLogger(__name__)
+
+
+class BuildsExhausted(RuntimeError):
+    """Builds crashed more often than env.max_restarts allows (one line)."""
+
+
+class InnerTrainings:
+    """Runs each meta-step's requests of the run's meta-learner; counts restarts of builds."""
+
+    def __init__(self, plan: Plan, learner: MetaLearner, timers: Timers) -> None:
+        self.plan, self.cfg, self.learner, self.timers = plan, plan.cfg, learner, timers
+        self.restarts = 0
+        self._executor: InnerExecutor | None = None
+
+    def start_executor(self) -> InnerExecutor:
+        """Where the requests run, started on the first call (Ray's actors with the first step)."""
+        if self._executor is None:
+            self._executor = make_executor(self.cfg, self.plan.pool, self.timers)
+            if self.cfg.runtime.backend == "ray":
+                self.plan.pool.close()  # the actors own the environments; drop the driver's builds
+                if self.learner.chained:
+                    log.info("the inner trainings chain Adam's state: one after the other")
+        return self._executor
+
+    def train(
+        self,
+        k: int,
+        theta: dict[str, torch.Tensor],
+        tasks: list[Task],
+        hyper: Hyper,
+        optimizer_state: OptimizerState | None = None,
+        self_play_state: SelfPlayState | None = None,
+    ) -> list[TrainResult]:
+        """The meta-step's trainings; a crashed build or lost actor is replaced, its request
+        retried. A chain starts from `optimizer_state`; games from the run's `self_play_state`."""
+        requests = self.learner.requests(k, theta, tasks, hyper, self_play_state)
+        on_crash = partial(self._crashed, k)
+        if not self.learner.chained:
+            return self.start_executor().run(requests, on_crash)
+        results: list[TrainResult] = []
+        for request in requests:
+            if results:
+                request = self.learner.continued(request, results[-1])
+            else:
+                request = request.carrying(optimizer_state=optimizer_state)
+            results += self.start_executor().run([request], on_crash)
+        return results
+
+    def _crashed(self, k: int, crash: BaseException) -> None:
+        """Count a crash; BuildsExhausted once env.max_restarts is spent."""
+        self.restarts += 1
+        if self.restarts > self.cfg.env.max_restarts:
+            raise BuildsExhausted(
+                f"builds crashed {self.restarts} times (env.max_restarts="
+                f"{self.cfg.env.max_restarts}); last: {crash}"
+            ) from crash
+        what = (
+            "A Ray actor was lost"
+            if type(crash).__module__.startswith("ray")
+            else "A build crashed"
+        )
+        log.warning(
+            "%s in meta-step %d (%s); restarting it and retrying its inner training from theta",
+            what,
+            k,
+            str(crash).strip().splitlines()[0] if str(crash).strip() else type(crash).__name__,
+        )
+
+    def close(self) -> None:
+        """Release the executor's workers (the run closes its own pool)."""
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
