@@ -12,7 +12,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from meta.config import Config
-from meta.trainer import MetaTrainer, plan, train
+from meta.trainer import MetaTrainer, plan_training, train
 
 Factory = Callable[..., Config]
 ML_AGENTS_TAGS = (
@@ -92,7 +92,7 @@ def test_wandb_runs_offline_and_a_resumed_run_keeps_its_id(
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_SILENT", "true")
     cfg = tiny_config("logger.wandb=true", "meta.steps=2")
-    trainer = MetaTrainer(plan(cfg, "wb"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "wb"), "{}", {})
     trainer.meta_step_once(0)
     trainer.close()
     status = trainer.run_dir / "run_logs" / "training_status.json"

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import envs
 from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.weights import Weights
 from meta.config import Config, RuntimeConfig
 from meta.curriculum.lessons import parse_environment_parameters
-from meta.evaluation.adapt import Setting, Weights
+from meta.evaluation.adapt import Setting
 from meta.evaluation.runs import (
     JOINT_RUN,
     JointBaseline,
@@ -71,7 +72,7 @@ class EvalPlan:
         return next(iter(self.runs[0].joints), None)
 
 
-def plan(cli: Config, run_id: str) -> EvalPlan:
+def plan_eval(cli: Config, run_id: str) -> EvalPlan:
     """Validate the options, the runs, their weights and baselines; write nothing."""
     cli.eval.validate()
     cli.runtime.validate()

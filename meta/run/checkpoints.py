@@ -49,7 +49,7 @@ STATUS_KEY = "training_status"
 """Where a checkpoint carries the training status of the meta-step it commits."""
 
 
-def _first_line(error: BaseException) -> str:
+def _torch_reason(error: BaseException) -> str:
     """torch's reason in a few words, never its advice to load with weights_only=False."""
     detail = re.search(r"WeightsUnpickler error:\s*(.+)", str(error))
     text = detail[1] if detail else str(error).strip()
@@ -81,9 +81,9 @@ def load_checkpoint(path: StrPath) -> dict[str, Any]:
             raise CheckpointError(
                 f"{path} holds code ({', '.join(code)}), not weights: refused"
             ) from None
-        raise CheckpointError(f"{path}: corrupt checkpoint ({_first_line(e)})") from None
+        raise CheckpointError(f"{path}: corrupt checkpoint ({_torch_reason(e)})") from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as e:
-        raise CheckpointError(f"{path}: corrupt checkpoint ({_first_line(e)})") from None
+        raise CheckpointError(f"{path}: corrupt checkpoint ({_torch_reason(e)})") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: expected a dict, found {type(state).__name__}")
     return state

@@ -10,7 +10,8 @@ import numpy as np
 
 from meta.algorithm.inner import InnerResult
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.reptile import Task, Weights, distance
+from meta.algorithm.ppo.weights import Weights
+from meta.algorithm.reptile import Task, distance
 from meta.algorithm.selfplay.ghost import SUMMARIES
 from meta.algorithm.selfplay.summaries import DECISIVE_STAT
 from meta.observe.tags import (

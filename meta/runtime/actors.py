@@ -24,10 +24,11 @@ from ray.exceptions import ActorUnavailableError, ObjectLostError, RayActorError
 
 from meta.algorithm.inner import InnerResult
 from meta.algorithm.ppo.rollout import NullTimers
+from meta.algorithm.ppo.weights import Weights
 from meta.config import EnvConfig, RuntimeConfig
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash
-from meta.runtime.jobs import InnerJob, Weights, run_job
+from meta.runtime.jobs import InnerJob, run_job
 
 log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 10.0

@@ -13,9 +13,10 @@ from typing import Protocol
 
 from meta.algorithm.inner import InnerResult
 from meta.algorithm.ppo.rollout import Timers
+from meta.algorithm.ppo.weights import Weights
 from meta.config import Config
 from meta.runtime.envpool import EnvPool
-from meta.runtime.jobs import InnerJob, Weights, run_job
+from meta.runtime.jobs import InnerJob, run_job
 
 OnCrash = Callable[[BaseException], None]
 """Told of every crash before its job is retried; raises to give up."""

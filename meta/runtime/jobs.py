@@ -11,18 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
-
 from envs.interface import TaskEnvironment
 from meta.algorithm.fomaml import meta_gradient
 from meta.algorithm.inner import InnerResult, OptimizerState, SelfPlayState, inner_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.rollout import Timers
+from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import Task
 from meta.runtime.envpool import EnvPool
-
-Weights = dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True)

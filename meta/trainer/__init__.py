@@ -16,9 +16,9 @@ from meta.config import Config
 from meta.runtime.cluster import join_or_start_ray
 from meta.runtime.threads import torch_threads
 from meta.trainer.loop import MetaTrainer
-from meta.trainer.preflight import Plan, plan
+from meta.trainer.preflight import TrainingPlan, plan_training
 
-__all__ = ["MetaTrainer", "Plan", "plan", "train"]
+__all__ = ["MetaTrainer", "TrainingPlan", "plan_training", "train"]
 
 
 def train(cfg: Config, run_id: str) -> Path:
@@ -35,7 +35,7 @@ def train(cfg: Config, run_id: str) -> Path:
 def _train(cfg: Config, run_id: str) -> Path:
     from omegaconf import OmegaConf
 
-    checked = plan(cfg, run_id)
+    checked = plan_training(cfg, run_id)
     resolved = {**asdict(cfg), "run_id": run_id}
     cluster = join_or_start_ray(cfg.runtime) if cfg.runtime.backend == "ray" else None
     try:

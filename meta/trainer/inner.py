@@ -24,9 +24,10 @@ from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.selfplay.ghost import elo_only
 from meta.config import Config
+from meta.errors import first_line
 from meta.runtime.executor import InnerExecutor, make_executor
 from meta.runtime.jobs import InnerJob
-from meta.trainer.preflight import Plan
+from meta.trainer.preflight import TrainingPlan
 
 log = logging.getLogger(__name__)
 META_LEARNERS = ("reptile", FOMAML)
@@ -40,7 +41,7 @@ class BuildsExhausted(RuntimeError):
 class InnerTrainings:
     """Draws each meta-step's tasks and trains them from theta; counts restarts of builds."""
 
-    def __init__(self, plan: Plan, timers: Timers) -> None:
+    def __init__(self, plan: TrainingPlan, timers: Timers) -> None:
         self.plan, self.cfg, self.timers = plan, plan.cfg, timers
         self.restarts = 0
         self._executor: InnerExecutor | None = None
@@ -116,7 +117,7 @@ class InnerTrainings:
             "%s in meta-step %d (%s); restarting it and retrying its inner training from theta",
             what,
             k,
-            str(crash).strip().splitlines()[0] if str(crash).strip() else type(crash).__name__,
+            first_line(crash),
         )
 
     @property

@@ -43,7 +43,7 @@ from meta.run.records import (
     update_rows,
 )
 from meta.trainer.inner import META_LEARNERS, InnerTrainings
-from meta.trainer.preflight import Plan
+from meta.trainer.preflight import TrainingPlan
 
 OPTIMIZER = "optimizer"
 """Checkpoint key of Adam's state where it carries over (joint, single, reptile with carry)."""
@@ -58,7 +58,7 @@ class MetaTrainer:
 
     def __init__(
         self,
-        plan: Plan,
+        plan: TrainingPlan,
         config_yaml: str,
         config_dict: dict[str, Any],
         console: Console | None = None,
