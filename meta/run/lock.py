@@ -10,7 +10,7 @@ Not `filelock`, though torch already installs it: its 3.x `UnixFileLock` opens t
 `O_TRUNC` on every attempt, so a refused process would erase the holder's record and the next
 refusal could not name the holder; 4.x keeps the contents but also keeps the file on release
 (the next holder would read the old record and warn of a takeover that is none) and, on a
-filesystem without `flock`, falls back to a marker file that a killed holder leaves locked.
+filesystem without `flock`, falls back to its SoftFileLock (a marker file, no kernel lock).
 The record, the stale check and the refusal, all of this module but one `flock` call, would
 stay here either way.
 """
