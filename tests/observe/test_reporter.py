@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,6 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from wandbfiles import wandb_history
 
-from meta.observe import writers as stats_writers
 from meta.observe.reporter import (
     CUMULATIVE_REWARD,
     ENV_STEPS_PREFIX,
@@ -200,15 +200,18 @@ def test_wandb_offline_history_and_persisted_id(
     resumed.close()
 
 
-def test_missing_wandb_only_warns(
+def test_missing_wandb_only_warns_and_the_other_writers_still_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def no_wandb(name: str) -> None:
-        raise ImportError(f"No module named {name!r}")
-
-    monkeypatch.setattr(stats_writers.importlib, "import_module", no_wandb)
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if wandb were not installed
     with caplog.at_level(logging.WARNING):
-        reporter = StatsReporter([WandbWriter(tmp_path, "r", "id")])
-    reporter.write(1, 1, {CUMULATIVE_REWARD: 1.0})
+        wandb_writer = WandbWriter(tmp_path, "r", "id")
+        reporter = StatsReporter([wandb_writer, TensorBoardWriter(tmp_path / "tensorboard")])
+    for step in (1, 2):
+        reporter.write(step, step * 10, {CUMULATIVE_REWARD: float(step)})
     reporter.close()
-    assert "continuing without wandb" in caplog.text
+    assert _scalars(tmp_path / "tensorboard", CUMULATIVE_REWARD) == [(1, 1.0), (2, 2.0)]
+    assert wandb_writer._run is None and not (tmp_path / "wandb").exists()
+    (warning,) = [r.getMessage() for r in caplog.records if "wandb" in r.getMessage()]
+    assert warning.startswith("wandb could not start (ModuleNotFoundError: ")
+    assert warning.endswith("continuing without wandb")
