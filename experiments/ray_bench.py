@@ -33,7 +33,7 @@ from meta.algorithm.request import TrainResult
 from meta.cli import CONFIG_DIR, register_configs
 from meta.config import Config
 from meta.runtime.actors import Arrays, to_numpy, to_torch
-from meta.trainer import MetaTrainer, plan
+from meta.trainer import MetaTrainer, plan_training
 
 MODES = {"local": [], "ray, 1 actor": ["runtime=ray", "runtime.num_actors=1"]}
 MODES["ray, 2 actors"] = ["runtime=ray", "runtime.num_actors=2"]
@@ -59,7 +59,7 @@ def time_modes_interleaved(overrides: list[str], meta_steps: int, results: str) 
         for index, (name, extra) in enumerate(MODES.items()):
             steps = f"meta.steps={meta_steps + 1}"
             run = [*overrides, steps, *extra, f"results_dir={results}/{index}", "logger=quiet"]
-            trainers[name] = MetaTrainer(plan(config(run), "bench"), "{}", {})
+            trainers[name] = MetaTrainer(plan_training(config(run), "bench"), "{}", {})
             trainers[name].meta_step_once(0)  # untimed: actors start, caches warm
         walls: dict[str, list[float]] = {name: [] for name in MODES}
         for k in range(1, meta_steps + 1):
@@ -112,7 +112,7 @@ def overhead(
 def payload(overrides: list[str], results: str) -> tuple[dict[str, torch.Tensor], TrainResult]:
     """θ and one real inner training's result, at the benchmark's settings."""
     cfg = config([*overrides, f"results_dir={results}", "logger=quiet"])
-    trainer = MetaTrainer(plan(cfg, "payload"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "payload"), "{}", {})
     try:
         rng = reptile.task_rng(cfg.seed, 0)
         tasks = trainer.learner.tasks(trainer.plan.sampler, rng, {})

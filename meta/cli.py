@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from meta.config import Config
+from meta.errors import one_line
 from meta.run.interrupt import Terminated, raise_on_signals
 from meta.run.names import check_name, command, derived_run_id, run_command
 from meta.run.signals import exit_at_once, exit_code, forget_interrupt
@@ -34,18 +35,6 @@ def _hydra_verbose() -> bool:
 def register_configs() -> None:
     """Register the schema so Hydra rejects unknown keys and wrong types."""
     ConfigStore.instance().store(name="base_config", node=Config)
-
-
-def one_line(error: BaseException) -> str:
-    """An error and the causes it did not suppress (`from None`) as one line, each once."""
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    cause = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
-    while cause is not None:
-        first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
-        if first and first not in text:
-            text = f"{text} ({first})"
-        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
-    return text
 
 
 def fail(program: str, error: BaseException | str, code: int = 2) -> None:
@@ -131,10 +120,10 @@ def _train(cfg: DictConfig) -> float | None:
         cfg, changes = _in_force(cfg, run_id)
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
         config.validate()  # before torch is imported: a bad value fails in a moment
-        from meta.trainer import plan, session
+        from meta.trainer import plan_training, session
 
         _set_threads(config)
-        checked = plan(config, run_id)
+        checked = plan_training(config, run_id)
     except (ValueError, OSError, RuntimeError) as error:  # the input, and nothing written yet
         fail("meta-train", error)
     resolved = {str(k): v for k, v in OmegaConf.to_container(cfg, resolve=True).items()}  # type: ignore[union-attr]
@@ -243,11 +232,11 @@ def _eval(cfg: DictConfig) -> None:
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
         config.eval.validate()  # before torch is imported: a bad value fails in a moment
         config.runtime.validate()
-        from meta.evaluation.evaluate import evaluate, plan
+        from meta.evaluation.evaluate import evaluate, plan_eval
         from meta.evaluation.plot import table
 
         _set_threads(config)
-        checked = plan(config, config.run_id)
+        checked = plan_eval(config, config.run_id)
     except Exception as error:  # all of it is about the input; nothing is written yet
         fail("meta-eval", error)
     raise_on_signals()

@@ -12,7 +12,7 @@ import pytest
 from tinyconfig import TINY_EVAL
 
 from meta.config import Config
-from meta.evaluation.evaluate import evaluate, plan
+from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.report.cli import main as meta_report
 from meta.trainer import train
 
@@ -89,7 +89,7 @@ def test_runs_on_a_tiny_run_with_a_curriculum_and_an_evaluation(
     # tmp_path stands for the repository root (results/ under it); the notebook runs from its
     # own folder and from the root with the same relative run_dir
     train(tiny_config("environment_parameters=arena_curriculum"), "nb")
-    evaluate(plan(tiny_config("run_id=nb", *TINY_EVAL), "nb"))
+    evaluate(plan_eval(tiny_config("run_id=nb", *TINY_EVAL), "nb"))
     nb = run(META_STEPS, {"run_dir": "results/nb"}, tmp_path / folder, tmp_path, monkeypatch)
     text = text_of(nb)
     assert "no curriculum in this run" not in text and "'arena_size'" in text
@@ -103,7 +103,7 @@ def test_finds_the_evaluation_of_several_runs_from_run_dir_alone(
 ) -> None:
     for seed in (0, 1):
         train(tiny_config("meta.steps=1", f"seed={seed}"), f"s{seed}")
-    evaluate(plan(tiny_config("run_id=s0", *TINY_EVAL, "eval.run_ids=[s0,s1]"), "s0"))
+    evaluate(plan_eval(tiny_config("run_id=s0", *TINY_EVAL, "eval.run_ids=[s0,s1]"), "s0"))
     assert (tmp_path / "results" / "eval_s0+s1" / "summary_per_seed.csv").is_file()
     nb = run(META_STEPS, {"run_dir": "results/s1"}, tmp_path, tmp_path, monkeypatch)
     curves = next(

@@ -21,7 +21,7 @@ from meta.run.checkpoints import load_checkpoint
 from meta.run.directory import RunError
 from meta.run.lock import RunLock
 from meta.run.status import StatusError
-from meta.trainer import MetaTrainer, Stopped, plan, train
+from meta.trainer import MetaTrainer, Stopped, plan_training, train
 
 Factory = Callable[..., Config]
 
@@ -90,7 +90,7 @@ def test_run_directory_layout_and_status_format(tiny_config: Factory) -> None:
 def test_resume_is_bitwise_identical_to_an_uninterrupted_run(tiny_config: Factory) -> None:
     straight = train(tiny_config("meta.meta_batch_size=2"), "straight")
     cfg = tiny_config("meta.meta_batch_size=2")
-    trainer = MetaTrainer(plan(cfg, "interrupted"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "interrupted"), "{}", {})
     trainer.meta_step_once(0)
     trainer.meta_step_once(1)
     trainer.close()  # as after a crash or Ctrl-C between meta-steps
@@ -111,7 +111,7 @@ def test_same_seed_same_weights_other_seed_other_weights(tiny_config: Factory) -
 def test_outer_lr_one_reproduces_sequential_fine_tuning(tiny_config: Factory) -> None:
     cfg = tiny_config("meta.outer_lr=1.0", "meta.meta_batch_size=1", "meta.steps=3")
     run_dir = train(cfg, "sequential")
-    checked = plan(cfg, "replay")
+    checked = plan_training(cfg, "replay")
     theta = MetaTrainer(checked, "{}", {}).theta
     for k in range(3):
         task = checked.sampler.sample(reptile.task_rng(cfg.seed, k))
@@ -127,7 +127,7 @@ def test_outer_lr_one_reproduces_sequential_fine_tuning(tiny_config: Factory) ->
 def test_initialize_from_starts_at_that_runs_weights(tiny_config: Factory) -> None:
     source = train(tiny_config("meta.steps=1"), "source")
     cfg = tiny_config("initialize_from=source")
-    trainer = MetaTrainer(plan(cfg, "child"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "child"), "{}", {})
     start = load_checkpoint(source / "Brain/checkpoint.pt")["theta"]
     assert all(torch.equal(trainer.theta[k], start[k]) for k in start)
     trainer.close()
@@ -150,7 +150,7 @@ def test_existing_run_without_flags_is_refused_and_untouched(tiny_config: Factor
     run_dir = train(tiny_config("meta.steps=1"), "exists")
     before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
     with pytest.raises(RunError, match="already exists"):
-        plan(tiny_config("meta.steps=1"), "exists")
+        plan_training(tiny_config("meta.steps=1"), "exists")
     assert before == {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
 
 
@@ -162,21 +162,21 @@ def test_force_starts_over(tiny_config: Factory) -> None:
 
 def test_resume_of_missing_run_and_broken_status(tiny_config: Factory) -> None:
     with pytest.raises(RunError, match="does not exist"):
-        plan(tiny_config("resume=true"), "nothing")
+        plan_training(tiny_config("resume=true"), "nothing")
     run_dir = train(tiny_config("meta.steps=1"), "broken")
     status = run_dir / "run_logs/training_status.json"
     status.write_text("{not json")
     with pytest.raises(StatusError, match="invalid JSON"):
-        plan(tiny_config("resume=true"), "broken")
+        plan_training(tiny_config("resume=true"), "broken")
     status.write_text('{"Brain": {}}')
     with pytest.raises(StatusError, match="metadata"):
-        plan(tiny_config("resume=true"), "broken")
+        plan_training(tiny_config("resume=true"), "broken")
     assert status.read_text() == '{"Brain": {}}'
 
 
 def test_initialize_from_missing_run(tiny_config: Factory) -> None:
     with pytest.raises(RunError, match="no weights"):
-        plan(tiny_config("initialize_from=ghost"), "child")
+        plan_training(tiny_config("initialize_from=ghost"), "child")
 
 
 def test_brain_onnx_is_written_beside_brain_pt_or_warns(
@@ -201,7 +201,7 @@ def test_carried_optimizer_is_checkpointed_and_resumes_bitwise(
     # joint (and reptile with inner_optimizer=carry) continue one Adam across meta-steps: its
     # state is in the checkpoint, so an interrupted run resumes to the same weights.
     straight = train(tiny_config(*overrides, "meta.steps=3"), "straight")
-    trainer = MetaTrainer(plan(tiny_config(*overrides, "meta.steps=3"), "cut"), "{}", {})
+    trainer = MetaTrainer(plan_training(tiny_config(*overrides, "meta.steps=3"), "cut"), "{}", {})
     trainer.meta_step_once(0)
     trainer.close()
     state = torch.load(trainer.run_dir / "Brain/checkpoint.pt", weights_only=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from meta.config import Config
-from meta.trainer import MetaTrainer, plan, train
+from meta.trainer import MetaTrainer, plan_training, train
 
 Factory = Callable[..., Config]
 CURRICULUM = (
@@ -37,7 +37,7 @@ def test_progress_lesson_advances_and_reaches_the_tasks(tiny_config: Factory) ->
 
 
 def test_resume_continues_in_the_stored_lesson(tiny_config: Factory) -> None:
-    trainer = MetaTrainer(plan(tiny_config(CURRICULUM), "resumed"), "{}", {})
+    trainer = MetaTrainer(plan_training(tiny_config(CURRICULUM), "resumed"), "{}", {})
     for k in range(2):
         trainer.meta_step_once(k)
     trainer.close()
@@ -71,7 +71,7 @@ def test_bad_curricula_fail_before_anything_is_written(
 ) -> None:
     cfg = tiny_config(f"+environment_parameters={section}")
     with pytest.raises(ValueError, match=message):
-        plan(cfg, "bad")
+        plan_training(cfg, "bad")
     assert not Path(cfg.results_dir).exists()
 
 

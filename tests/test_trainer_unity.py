@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from meta.config import Config
-from meta.trainer import MetaTrainer, plan, train
+from meta.trainer import MetaTrainer, plan_training, train
 
 Factory = Callable[..., Config]
 FreePorts = Callable[..., int]
@@ -35,7 +35,7 @@ def unity(tiny_config: Factory, base_port: int, *overrides: str) -> Config:
 def test_unity_backend_completes_and_resumes(tiny_config: Factory, free_ports: FreePorts) -> None:
     port = free_ports(2)
     cfg = unity(tiny_config, port, "meta.steps=3")
-    trainer = MetaTrainer(plan(cfg, "u"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "u"), "{}", {})
     trainer.meta_step_once(0)
     trainer.close()
     assert trainer.plan.pool._builds == {}  # builds closed with the run
@@ -53,7 +53,7 @@ def test_a_killed_build_is_restarted_and_the_meta_step_retried(
     cfg = unity(
         tiny_config, free_ports(2), "meta.steps=2", "meta.tasks=[{name:FindTarget,weight:1}]"
     )
-    trainer = MetaTrainer(plan(cfg, "k"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "k"), "{}", {})
     try:
         trainer.meta_step_once(0)
         theta = {k: v.clone() for k, v in trainer.theta.items()}
@@ -80,7 +80,7 @@ def test_repeated_crashes_end_with_a_clear_error(
         "env.max_restarts=0",
         "meta.tasks=[{name:FindTarget,weight:1}]",
     )
-    trainer = MetaTrainer(plan(cfg, "e"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "e"), "{}", {})
     try:
         trainer.meta_step_once(0)
         ((_, build_pid),) = trainer.plan.pool._builds["FindTarget"].pids
@@ -103,5 +103,5 @@ def test_a_missing_build_is_refused_before_anything_is_written(
         "env.path={FindTarget: nowhere/FindTarget, CarryObject: nowhere/CarryObject}",
     )
     with pytest.raises(FileNotFoundError, match="nowhere"):
-        plan(cfg, "missing")
+        plan_training(cfg, "missing")
     assert not Path(cfg.results_dir).exists()

@@ -23,7 +23,8 @@ from meta.algorithm.ppo.loss import loss_gradient
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.ppo.update import flat_buffer, normalised, rollout_gae
-from meta.algorithm.reptile import NORMALIZER_PREFIX, Weights, interpolate
+from meta.algorithm.ppo.weights import Weights
+from meta.algorithm.reptile import NORMALIZER_PREFIX, interpolate
 
 FOMAML = "fomaml"
 _QUERY = 0x0F0A

@@ -11,10 +11,10 @@ import torch
 
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.schedules import annealed, interpolated
 from meta.config import MetaConfig, TaskConfig
 
-Weights = dict[str, torch.Tensor]
 NORMALIZER_PREFIX = "normalizer."
 
 

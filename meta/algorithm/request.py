@@ -11,17 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import torch
-
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
-from meta.algorithm.ppo.weights import OptimizerState
+from meta.algorithm.ppo.weights import OptimizerState, Weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.selfplay.ghost import SelfPlayState
 
 __all__ = ["OptimizerState", "SelfPlayState", "TrainRequest", "TrainResult"]
-
-Weights = dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True)

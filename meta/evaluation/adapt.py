@@ -11,23 +11,23 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import ActionTuple
 
+import envs
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.train import PPORun, policy_for
 from meta.algorithm.ppo.train import train as ppo_train
-from meta.algorithm.ppo.weights import cpu_weights
+from meta.algorithm.ppo.weights import Weights, cpu_weights
 from meta.algorithm.reptile import Task
 from meta.config import Config
 from meta.evaluation.config import EvalConfig, Procedure
-from meta.evaluation.games import adapt_game, game_columns, is_game, measure_game
+from meta.evaluation.games import adapt_game, game_columns, measure_game
 from meta.evaluation.statistics import Measurement
 from meta.evaluation.tasks import EvalTask, derived_seed
 from meta.runtime.envpool import EnvPool
 from meta.runtime.slots import claimed_slot
 
-Weights = dict[str, torch.Tensor]
 Act = Callable[[np.ndarray], np.ndarray]
 _ADAPT, _MEASURE = 0xADA7, 0xE7A1
 
@@ -134,7 +134,7 @@ def adapt(pool: EnvPool, adapt_job: AdaptJob) -> list[Measurement]:
     """
     setting, job, seed, start = adapt_job.setting, adapt_job.task, adapt_job.seed, adapt_job.start
     ev, task, procedure = setting.eval, job.task, adapt_job.procedure
-    game = is_game(task.family)
+    game = envs.family(task.family).adversarial
     adapt_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _ADAPT)
     budgets = set(setting.budgets(procedure))
     env = pool.env(task.family, task.params, adapt_seed)

@@ -31,10 +31,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from meta.evaluation.adapt import AdaptJob, Weights, adapt_job
+from meta.algorithm.ppo.weights import Weights
+from meta.evaluation.adapt import AdaptJob, adapt_job
 from meta.evaluation.config import EvalConfig, Procedure
 from meta.evaluation.executor import Executor, SequentialExecutor, make_executor
-from meta.evaluation.plan import EVAL_DIR, EvalPlan, plan
+from meta.evaluation.plan import EVAL_DIR, EvalPlan, plan_eval
 from meta.evaluation.plot import plot
 from meta.evaluation.runs import JOINT_RUN, JointBaseline, joint_weights
 from meta.evaluation.selection import SelectionRow, chosen, select
@@ -51,7 +52,7 @@ __all__ = [
     "EvalPlan",
     "JointBaseline",
     "evaluate",
-    "plan",
+    "plan_eval",
 ]
 
 

@@ -21,22 +21,15 @@ from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.train import PPORun, policy_for
+from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.algorithm.selfplay.trainer import ghost_train
 from meta.runtime.envpool import EnvPool
 
-Weights = dict[str, torch.Tensor]
 OnUpdate = Callable[[int, Mapping[str, float]], None]
 REFERENCE = Path(__file__).resolve().parent / "references" / "Sumo.pt"
 """The fixed reference player every run's games are also measured against (so runs compare)."""
-
-
-def is_game(family: str) -> bool:
-    """Whether a family is a game of teams."""
-    import envs
-
-    return envs.family(family).adversarial
 
 
 def adapt_game(

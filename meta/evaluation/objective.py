@@ -15,7 +15,7 @@ from pathlib import Path
 
 from meta.config import Config
 from meta.evaluation.adapt import AdaptJob, adapt_job
-from meta.evaluation.evaluate import plan, write_csv
+from meta.evaluation.evaluate import plan_eval, write_csv
 from meta.evaluation.executor import make_executor
 from meta.evaluation.metric import OBJECTIVE_FILE, STEPS, parse_metric, pooled_families
 from meta.evaluation.statistics import Measurement, steps_to_target, summarise
@@ -27,7 +27,7 @@ def measure_objective(config: Config, run_dir: Path) -> float | None:
     if not config.optimized_metric:
         return None
     ev = replace(config.eval, run_ids=[], joint_run_id=None, out_dir=None)
-    checked = plan(replace(config, eval=ev), run_dir.name)
+    checked = plan_eval(replace(config, eval=ev), run_dir.name)
     start = checked.runs[0]
     jobs = [
         AdaptJob(

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import envs
 from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
 from meta.curriculum.lessons import parse_environment_parameters
-from meta.evaluation.adapt import Setting, Weights
+from meta.evaluation.adapt import Setting
 from meta.evaluation.runs import (
     JointBaseline,
     check_loads,
@@ -71,7 +72,7 @@ class EvalPlan:
         return next(iter(self.runs[0].joints), None)
 
 
-def plan(cli: Config, run_id: str) -> EvalPlan:
+def plan_eval(cli: Config, run_id: str) -> EvalPlan:
     """Validate the options, the runs, their weights and baselines; write nothing."""
     cli.eval.validate()
     cli.runtime.validate()

@@ -6,7 +6,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -14,6 +13,7 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
 from meta.evaluation.config import EvalConfig, Procedure
@@ -23,7 +23,6 @@ from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError, latest_weight
 from meta.run.status import TrainingStatus
 
 log = logging.getLogger(__name__)
-Weights = dict[str, Any]
 JOINT_RUN = "joint"
 MATCHED = ("seed", "meta", "ppo", "network", "env", "environment_parameters")
 """Sections a reused joint baseline must share with the run."""
@@ -144,7 +143,7 @@ def joint_training(run: Config, eval_dir: Path, settings: Procedure | None = Non
     `settings` replaces the run's optimizer, learning rate and buffer for the pretraining
     (the env-step budget stays the run's).
     """
-    from meta.trainer import plan as train_plan
+    from meta.trainer import plan_training
 
     settings = settings or Procedure()
     ppo = pretraining_ppo(run, settings)
@@ -169,7 +168,7 @@ def joint_training(run: Config, eval_dir: Path, settings: Procedure | None = Non
         cfg = replace(cfg, resume=True)
     elif joint_dir.exists():
         cfg = replace(cfg, force=True)
-    train_plan(cfg, name)
+    plan_training(cfg, name)
     return JointBaseline(str(eval_dir), name, cfg, label)
 
 

@@ -24,8 +24,7 @@ import torch
 
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.optim import Adam
-
-Weights = Mapping[str, torch.Tensor]
+from meta.algorithm.ppo.weights import Weights
 
 POLICY, GLOBAL_STEP = "Policy", "global_step"
 OPTIMIZER, CRITIC = "Optimizer:value_optimizer", "Optimizer:critic"

@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from meta.algorithm.ppo.weights import Weights
+from meta.errors import first_line
 from meta.interop.mlagents import (
     BODY,
     LOG_SIGMA,
@@ -167,10 +169,10 @@ def _export(actor: ExportedActor) -> bytes:
             )
             return (Path(tmp) / "policy.onnx").read_bytes()
     except Exception as e:  # the exporter's failures are many and version-specific
-        raise InteropError(f"ONNX export failed: {str(e).strip().splitlines()[0]}") from None
+        raise InteropError(f"ONNX export failed: {first_line(e)}") from None
 
 
-def export_onnx(theta: Mapping[str, torch.Tensor], normalize: bool, path: str | Path) -> Path:
+def export_onnx(theta: Weights, normalize: bool, path: str | Path) -> Path:
     """Write our weights `theta` as ML-Agents' ONNX at `path`; nothing is written on failure."""
     target = Path(path)
     if not target.parent.is_dir():

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from meta.errors import first_line
 from meta.observe.reporter import ENV_STEPS_PREFIX, NullWriter, Point
 from meta.run.atomic import StrPath
 
@@ -115,7 +116,7 @@ class WandbWriter(NullWriter):
             "wandb %s (%s: %s); continuing without wandb",
             what,
             type(error).__name__,
-            str(error).splitlines()[0] if str(error) else "",
+            first_line(error),
         )
         self.close(exit_code=1)
 

@@ -19,6 +19,7 @@ import numpy as np
 import yaml
 
 from envs.constants import BEHAVIOR_NAME
+from meta.errors import first_line
 from meta.evaluation.metric import OBJECTIVE_FILE
 from meta.observe.reporter import META_STEPS_TABLE
 from meta.run.configuration import flatten
@@ -93,7 +94,7 @@ def read_run(path: Path) -> Run:
     try:
         config = yaml.safe_load((path / CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise ReportError(f"{path / CONFIG_FILE}: unreadable ({_first(error)})") from None
+        raise ReportError(f"{path / CONFIG_FILE}: unreadable ({first_line(error)})") from None
     if not isinstance(config, dict) or "meta" not in config:
         raise ReportError(f"{path / CONFIG_FILE}: not a meta-train configuration")
     run = Run(str(config.get("run_id") or path.name), path, flatten(config))
@@ -120,7 +121,7 @@ def read_steps(path: Path, committed: int | None = None) -> dict[str, np.ndarray
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise ReportError(f"{path}: unreadable ({_first(error)})") from None
+        raise ReportError(f"{path}: unreadable ({first_line(error)})") from None
     complete = text[: text.rfind("\n") + 1]  # a row cut short while being written is not in
     rows = list(csv.reader(io.StringIO(complete)))
     if not rows:
@@ -176,8 +177,3 @@ def _objective(path: Path) -> tuple[float, str]:
         return float(record["value"]), str(record.get("optimized_metric", ""))
     except (OSError, ValueError, KeyError, TypeError):
         return math.nan, ""
-
-
-def _first(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -16,7 +16,10 @@ state (`theta`, counters, status) beside ML-Agents' modules (`Policy`, `Optimize
 the `.pt` is in `auxillary_file_paths`, so its checkpoint rotation finds and removes them.
 
 Checkpoints are read with `torch.load(..., weights_only=True)`; a file whose pickle names
-anything else is refused as code, never loaded (`meta.run.pickles`). So a state may only hold
+anything else is refused as code, never loaded, naming the globals it would call
+(`torch.serialization.get_unsafe_globals_in_checkpoint` reads the pickle's opcodes, calling
+nothing; a pickle that torch's weights-only loader cannot read at all, such as one of protocol
+4 or 5, is refused as corrupt). So a state may only hold
 tensors, dicts, lists, tuples, str, int, float, bool and None (RNG states of `torch`, `random`
 and a numpy `Generator.bit_generator.state` qualify; numpy arrays and arbitrary objects do not:
 store them as tensors or lists).
@@ -39,7 +42,6 @@ from meta.algorithm.ppo.config import NetworkConfig
 from meta.run import faults
 from meta.run.atomic import StrPath, atomic_write_bytes, torch_bytes
 from meta.run.export import MLAgentsExport, run_network
-from meta.run.pickles import refused_globals
 from meta.run.status import CheckpointEntry, TrainingStatus
 
 logger = logging.getLogger(__name__)
@@ -49,7 +51,7 @@ STATUS_KEY = "training_status"
 """Where a checkpoint carries the training status of the meta-step it commits."""
 
 
-def _first_line(error: BaseException) -> str:
+def _torch_reason(error: BaseException) -> str:
     """torch's reason in a few words, never its advice to load with weights_only=False."""
     detail = re.search(r"WeightsUnpickler error:\s*(.+)", str(error))
     text = detail[1] if detail else str(error).strip()
@@ -57,10 +59,11 @@ def _first_line(error: BaseException) -> str:
     return first if first and "weights_only" not in first else type(error).__name__
 
 
-def _refused_globals(path: Path) -> list[str]:
+def refused_globals(path: Path) -> list[str]:
+    """The globals `path`'s pickle names that a weights-only load refuses, sorted; [] if unread."""
     try:
-        return refused_globals(path)
-    except (OSError, zipfile.BadZipFile):
+        return sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except (OSError, ValueError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile):
         return []
 
 
@@ -76,14 +79,14 @@ def load_checkpoint(path: StrPath) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        code = _refused_globals(path)
+        code = refused_globals(path)
         if code:
             raise CheckpointError(
                 f"{path} holds code ({', '.join(code)}), not weights: refused"
             ) from None
-        raise CheckpointError(f"{path}: corrupt checkpoint ({_first_line(e)})") from None
+        raise CheckpointError(f"{path}: corrupt checkpoint ({_torch_reason(e)})") from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as e:
-        raise CheckpointError(f"{path}: corrupt checkpoint ({_first_line(e)})") from None
+        raise CheckpointError(f"{path}: corrupt checkpoint ({_torch_reason(e)})") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: expected a dict, found {type(state).__name__}")
     return state

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
 from meta.algorithm.ppo.config import NetworkConfig
+from meta.algorithm.ppo.weights import Weights
 from meta.interop.mlagents import POLICY, InteropError, to_mlagents
 from meta.interop.onnx import ExportUnavailable, onnx_bytes
 
@@ -38,7 +38,7 @@ class MLAgentsExport:
         self.network = network
         self._warned = False
 
-    def modules(self, theta: Mapping[str, torch.Tensor], step: int) -> dict[str, Any]:
+    def modules(self, theta: Weights, step: int) -> dict[str, Any]:
         """ML-Agents' `Policy`, `global_step` and optimizer modules for θ at env step `step`."""
         return to_mlagents(theta, self.network.normalize, step)
 

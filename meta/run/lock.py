@@ -5,6 +5,14 @@ An advisory `fcntl.flock` on `<results_dir>/.<run_id>.lock`, a file beside the r
 again when the run ends. The kernel releases the lock when its holder dies however it dies; the
 file keeps the holder's pid, host and start time, so a second process can name the holder, and
 a process that finds the file of a dead holder says that it takes the run over.
+
+Not `filelock`, though torch already installs it: its 3.x `UnixFileLock` opens the file with
+`O_TRUNC` on every attempt, so a refused process would erase the holder's record and the next
+refusal could not name the holder; 4.x keeps the contents but also keeps the file on release
+(the next holder would read the old record and warn of a takeover that is none) and, on a
+filesystem without `flock`, falls back to its SoftFileLock (a marker file, no kernel lock).
+The record, the stale check and the refusal, all of this module but one `flock` call, would
+stay here either way.
 """
 
 from __future__ import annotations

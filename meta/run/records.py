@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.reptile import Task, Weights, distance
+from meta.algorithm.ppo.weights import Weights
+from meta.algorithm.reptile import Task, distance
 from meta.algorithm.request import TrainResult
 from meta.algorithm.selfplay.ghost import SUMMARIES
 from meta.algorithm.selfplay.summaries import DECISIVE_STAT

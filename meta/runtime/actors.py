@@ -23,11 +23,12 @@ import torch
 from ray.exceptions import ActorUnavailableError, ObjectLostError, RayActorError, RayTaskError
 
 from meta.algorithm.ppo.rollout import NullTimers
+from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.config import EnvConfig, RuntimeConfig
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash
-from meta.runtime.jobs import Weights, run_request
+from meta.runtime.jobs import run_request
 
 log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 10.0

@@ -9,6 +9,7 @@ import socket
 from dataclasses import dataclass
 
 from meta.config import RuntimeConfig
+from meta.errors import first_line
 from meta.run.interrupt import held_signals
 from meta.run.signals import close_on_exit
 
@@ -71,7 +72,7 @@ def _connect(cfg: RuntimeConfig) -> Cluster:
             )
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
             where = "start a local Ray cluster" if cfg.address is None else f"join {cfg.address}"
-            raise RuntimeError(f"runtime=ray: could not {where}: {_first(error)}") from error
+            raise RuntimeError(f"runtime=ray: could not {where}: {first_line(error)}") from error
         cluster.started = True
     _check_room(cfg, cluster)
     return cluster
@@ -92,7 +93,7 @@ def _answers(address: str) -> None:
             pass
     except OSError as error:
         raise RuntimeError(
-            f"runtime.address={address}: nothing answers there ({_first(error)}); start the "
+            f"runtime.address={address}: nothing answers there ({first_line(error)}); start the "
             "head with `ray start --head` or use runtime.address=auto on a cluster node"
         ) from error
 
@@ -106,8 +107,3 @@ def _check_room(cfg: RuntimeConfig, cluster: Cluster) -> None:
     except ValueError as error:
         cluster.close()
         raise RuntimeError(str(error)) from None
-
-
-def _first(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

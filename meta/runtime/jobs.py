@@ -6,16 +6,12 @@ in this process or in a Ray actor.
 
 from __future__ import annotations
 
-import torch
-
 from envs.interface import TaskEnvironment
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import train
 from meta.runtime.envpool import EnvPool
-
-Weights = dict[str, torch.Tensor]
 
 
 def run_request(request: TrainRequest, pool: EnvPool, timers: Timers) -> TrainResult:

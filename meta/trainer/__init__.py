@@ -18,10 +18,10 @@ from meta.config import Config
 from meta.runtime.threads import torch_threads
 from meta.trainer import session
 from meta.trainer.loop import MetaTrainer
-from meta.trainer.preflight import Plan, plan
+from meta.trainer.preflight import TrainingPlan, plan_training
 from meta.trainer.session import Stopped
 
-__all__ = ["MetaTrainer", "Plan", "Stopped", "plan", "train"]
+__all__ = ["MetaTrainer", "Stopped", "TrainingPlan", "plan_training", "train"]
 
 
 def train(cfg: Config, run_id: str) -> Path:
@@ -34,6 +34,6 @@ def train(cfg: Config, run_id: str) -> Path:
     """
     threads = cfg.torch_threads or torch.get_num_threads()
     with torch_threads(threads):
-        checked = plan(cfg, run_id)
+        checked = plan_training(cfg, run_id)
         resolved = {**asdict(cfg), "run_id": run_id}
         return session.run(checked, OmegaConf.to_yaml(resolved), resolved, program=None)

@@ -18,8 +18,9 @@ from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import OptimizerState, SelfPlayState, TrainResult
+from meta.errors import first_line
 from meta.runtime.executor import InnerExecutor, make_executor
-from meta.trainer.preflight import Plan
+from meta.trainer.preflight import TrainingPlan
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class BuildsExhausted(RuntimeError):
 class InnerTrainings:
     """Runs each meta-step's requests of the run's meta-learner; counts restarts of builds."""
 
-    def __init__(self, plan: Plan, learner: MetaLearner, timers: Timers) -> None:
+    def __init__(self, plan: TrainingPlan, learner: MetaLearner, timers: Timers) -> None:
         self.plan, self.cfg, self.learner, self.timers = plan, plan.cfg, learner, timers
         self.restarts = 0
         self._executor: InnerExecutor | None = None
@@ -87,7 +88,7 @@ class InnerTrainings:
             "%s in meta-step %d (%s); restarting it and retrying its inner training from theta",
             what,
             k,
-            str(crash).strip().splitlines()[0] if str(crash).strip() else type(crash).__name__,
+            first_line(crash),
         )
 
     def close(self) -> None:

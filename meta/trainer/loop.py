@@ -42,7 +42,7 @@ from meta.run.records import (
     update_rows,
 )
 from meta.trainer.dispatch import InnerTrainings
-from meta.trainer.preflight import Plan
+from meta.trainer.preflight import TrainingPlan
 
 OPTIMIZER = "optimizer"
 """Checkpoint key of Adam's state where it carries over (joint, single, reptile with carry)."""
@@ -57,7 +57,7 @@ class MetaTrainer:
 
     def __init__(
         self,
-        plan: Plan,
+        plan: TrainingPlan,
         config_yaml: str,
         config_dict: dict[str, Any],
         console: Console | None = None,

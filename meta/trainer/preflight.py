@@ -24,7 +24,7 @@ from meta.runtime.envpool import EnvPool
 
 
 @dataclass
-class Plan:
+class TrainingPlan:
     """Everything validated before the run directory is touched."""
 
     cfg: Config
@@ -38,7 +38,7 @@ class Plan:
         self.pool.close()
 
 
-def plan(cfg: Config, run_id: str) -> Plan:
+def plan_training(cfg: Config, run_id: str) -> TrainingPlan:
     """Validate the whole configuration and the run directory rules; write or start nothing."""
     cfg.validate()
     check_name(run_id)
@@ -54,7 +54,7 @@ def plan(cfg: Config, run_id: str) -> Plan:
         check_tables(run_path(cfg, run_id), csv_tables(extra, inner))
     if (cfg.initialize_from or cfg.resume) and cfg.env.backend == "native":
         _check_weights(cfg, run_id)
-    return Plan(cfg, run_id, sampler, parameters, pool)
+    return TrainingPlan(cfg, run_id, sampler, parameters, pool)
 
 
 def _check_weights(cfg: Config, run_id: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from envs.backend.worker import BuildError
+from meta.errors import first_line
 from meta.run import faults
 from meta.run.checkpoints import CheckpointError
 from meta.run.configuration import record_changes
@@ -29,7 +30,7 @@ from meta.run.status import StatusError
 from meta.runtime.cluster import Cluster, join_or_start_ray
 from meta.trainer.dispatch import BuildsExhausted
 from meta.trainer.loop import MetaTrainer
-from meta.trainer.preflight import Plan
+from meta.trainer.preflight import TrainingPlan
 
 INTERRUPTED, TERMINATED, FAILED, INPUT = 130, 143, 1, 2
 
@@ -48,7 +49,7 @@ def resume_command(run_id: str, results_dir: str) -> str:
 
 
 def run(
-    plan: Plan,
+    plan: TrainingPlan,
     config_yaml: str,
     resolved: dict[str, Any],
     console: Console | None = None,
@@ -67,7 +68,7 @@ def run(
 
 
 def _run(
-    plan: Plan,
+    plan: TrainingPlan,
     config_yaml: str,
     resolved: dict[str, Any],
     console: Console | None,
@@ -107,7 +108,7 @@ def _signals_restored(restore: bool) -> Iterator[None]:
 
 
 def _locked_run(
-    plan: Plan,
+    plan: TrainingPlan,
     lock: RunLock,
     trainers: list[MetaTrainer],
     config_yaml: str,
@@ -137,7 +138,7 @@ def _locked_run(
             reason = f"{error.strerror or error} ({error.filename})"
         raise Stopped(_stopped(reason, plan, _first(trainers)), FAILED) from error
     except (BuildsExhausted, BuildError, CheckpointError, StatusError, ValueError) as error:
-        raise Stopped(_stopped(_first_line(error), plan, _first(trainers)), FAILED) from error
+        raise Stopped(_stopped(first_line(error), plan, _first(trainers)), FAILED) from error
 
 
 def _first(trainers: list[MetaTrainer]) -> MetaTrainer | None:
@@ -145,7 +146,7 @@ def _first(trainers: list[MetaTrainer]) -> MetaTrainer | None:
 
 
 def _release(
-    plan: Plan, lock: RunLock, trainers: list[MetaTrainer], cluster: Cluster | None
+    plan: TrainingPlan, lock: RunLock, trainers: list[MetaTrainer], cluster: Cluster | None
 ) -> list[int]:
     """Close the trainer, the plan's builds, Ray and the lock; the signals held meanwhile."""
     with held_signals() as received:
@@ -158,7 +159,7 @@ def _release(
     return received
 
 
-def _join_or_start_ray(plan: Plan) -> Cluster | None:
+def _join_or_start_ray(plan: TrainingPlan) -> Cluster | None:
     """runtime=ray: the cluster, joined or started before anything is written; else None."""
     if plan.cfg.runtime.backend != "ray":
         return None
@@ -166,11 +167,15 @@ def _join_or_start_ray(plan: Plan) -> Cluster | None:
         return join_or_start_ray(plan.cfg.runtime)
     except RuntimeError as error:
         plan.close()
-        raise Stopped(_first_line(error), INPUT) from error
+        raise Stopped(first_line(error), INPUT) from error
 
 
 def _stopped(
-    reason: str, plan: Plan, trainer: MetaTrainer | None, locked: bool = True, opened: bool = False
+    reason: str,
+    plan: TrainingPlan,
+    trainer: MetaTrainer | None,
+    locked: bool = True,
+    opened: bool = False,
 ) -> str:
     """`<reason>; <what the run directory holds>[. Resume with: <command>]`."""
     cfg, run_dir = plan.cfg, Path(plan.cfg.results_dir) / plan.run_id
@@ -194,11 +199,6 @@ def _stopped(
         f"{reason} before the first meta-step completed; nothing to resume "
         f"(start {plan.run_id!r} over with force=true)"
     )
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _close_quietly(trainer: MetaTrainer) -> None:

@@ -12,7 +12,6 @@ from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import (
-    ADAM_EPS,
     Minibatch,
     clipped_policy_loss,
     clipped_value_loss,
@@ -144,13 +143,23 @@ def test_entropy_is_summed_over_action_dimensions() -> None:
     per_dimension = torch.distributions.Normal(0.0, policy.log_std.exp()).entropy()
     assert policy.log_std.shape == (2,)
     assert policy.entropy().item() == pytest.approx(per_dimension.sum().item(), rel=1e-6)
-    # ML-Agents' continuous entropy is the mean over the branch's dimensions: half of ours here
-    assert policy.entropy().item() == pytest.approx(2 * per_dimension.mean().item(), rel=1e-6)
+    # by hand: each dimension's 0.5 * log(2 pi e) + log_std, summed (ML-Agents' mean is half)
+    with torch.no_grad():
+        policy.log_std.copy_(torch.tensor([0.1, -0.3]))
+    by_hand = 2 * 0.5 * math.log(2 * math.pi * math.e) + (0.1 - 0.3)  # 2.6379
+    assert policy.entropy().item() == pytest.approx(by_hand, rel=1e-6)
 
 
 def test_adam_epsilon_is_1e_7_where_mlagents_keeps_torchs_1e_8() -> None:
-    optimizer = make_optimizer(_policy(), 3e-4)
-    assert ADAM_EPS == 1e-7 and optimizer.defaults["eps"] == 1e-7
+    # Adam's first step moves each parameter by lr * g / (|g| + eps): with g = 1e-7, by lr / 2
+    policy = _policy()
+    start = [param.detach().clone() for param in policy.parameters()]
+    optimizer = make_optimizer(policy, 3e-4)
+    for param in policy.parameters():
+        param.grad = torch.full_like(param, 1e-7)
+    optimizer.step()
+    for before, param in zip(start, policy.parameters(), strict=True):
+        assert torch.allclose(before - param.detach(), torch.full_like(before, 1.5e-4), rtol=1e-3)
     assert torch.optim.Adam([torch.zeros(1, requires_grad=True)]).defaults["eps"] == 1e-8
 
 

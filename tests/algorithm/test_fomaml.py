@@ -16,7 +16,7 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.train import policy_for
 from meta.config import Config
-from meta.trainer import MetaTrainer, plan, train
+from meta.trainer import MetaTrainer, plan_training, train
 
 Factory = Callable[..., Config]
 
@@ -61,7 +61,7 @@ def test_meta_gradient_is_ppo_gradient_at_the_weights_clipped_and_seeded() -> No
 def test_fomaml_runs_spends_the_query_buffer_and_resumes_bitwise(tiny_config: Factory) -> None:
     options = ("meta=fomaml", "meta.meta_batch_size=2", "meta.steps=3")
     straight = train(tiny_config(*options), "straight")
-    trainer = MetaTrainer(plan(tiny_config(*options), "interrupted"), "{}", {})
+    trainer = MetaTrainer(plan_training(tiny_config(*options), "interrupted"), "{}", {})
     trainer.meta_step_once(0)
     trainer.close()  # as after a crash between meta-steps
     resumed = train(tiny_config(*options, "resume=true"), "interrupted")

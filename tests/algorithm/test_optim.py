@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import copy
+import importlib
+import inspect
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
 
 import envs
+from meta.algorithm.ppo import optim
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.loss import ADAM_EPS, make_optimizer
 from meta.algorithm.ppo.optim import SGD, Adam
@@ -110,3 +115,27 @@ def test_an_inner_training_never_imports_torch_dynamo() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False"]
+
+
+def _call(name: str) -> ast.Call:
+    """optim.py's call of torch.optim's private step function `name`."""
+    tree = ast.parse(Path(optim.__file__).read_text())
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+    ]
+    assert len(calls) == 1, name
+    return calls[0]
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_the_private_step_functions_take_exactly_the_arguments_optim_passes(name: str) -> None:
+    # torch.optim.adam.adam and torch.optim.sgd.sgd are private: their parameters change between
+    # releases (pyproject.toml bounds torch to the releases this passed on)
+    function = getattr(importlib.import_module(f"torch.optim.{name}"), name)
+    params = list(inspect.signature(function).parameters.values())
+    call = _call(name)
+    positional = [p.name for p in params[: len(call.args)]]
+    assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params[: len(call.args)]), positional
+    assert {k.arg for k in call.keywords} == {p.name for p in params[len(call.args) :]}

@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from meta.cli import CONFIG_DIR, register_configs
-from meta.reference import COMMAND, PAGE, render
+from meta.config_docs import COMMAND, PAGE, render
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

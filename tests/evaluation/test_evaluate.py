@@ -19,7 +19,7 @@ from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.train import policy_for
 from meta.config import Config
 from meta.evaluation.adapt import policy_actor, run_episodes
-from meta.evaluation.evaluate import evaluate, plan
+from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.statistics import Cell, iqm
 from meta.run.directory import RunError
 from meta.trainer import train
@@ -80,7 +80,7 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     tiny_config: Factory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = train(tiny_config("meta.steps=2"), "tiny")
-    checked = plan(eval_config(tiny_config, "tiny"), "tiny")
+    checked = plan_eval(eval_config(tiny_config, "tiny"), "tiny")
     assert not (run_dir / "eval").exists()  # planning writes nothing
     cells = evaluate(checked)
     out = run_dir / "eval"
@@ -91,7 +91,9 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     assert {r["method"] for r in rows} == {"reptile", "scratch", "joint"}
     assert {r["split"] for r in rows} == {"train", "test"}
     assert {int(r["env_steps"]) for r in rows} == {0, 128, 256}
-    assert all(0.0 <= float(r["success"]) <= 1.0 for r in rows)
+    # each measurement: one whole first episode in each of eval.eval_episodes=4 areas
+    assert {int(r["episodes"]) for r in rows} == {4}
+    assert {float(r["success"]) * 4 for r in rows} <= {0.0, 1.0, 2.0, 3.0, 4.0}
     summary = read_csv(out / "summary.csv")
     assert list(summary[0]) == SUMMARY_COLUMNS and len(summary) == len(cells) == 36
     cell_keys = ("method", "family", "split", "budget")
@@ -102,7 +104,9 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
             expected = iqm([float(r[metric]) for r in mine])
             assert float(cell[column]) == pytest.approx(expected, abs=1e-9)
             low, high = (float(cell[column.replace("iqm", end)]) for end in ("low", "high"))
-            assert low <= high
+            # an interval of IQMs of resampled values: within the values' own range
+            values = [float(r[metric]) for r in mine]
+            assert min(values) <= low <= high <= max(values)
     assert (out / "adaptation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     joint = out / "joint" / "Brain.pt"
     assert joint.is_file()
@@ -112,7 +116,7 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     assert joint_config.meta.steps == run_config.meta.steps
     assert joint_config.ppo.max_steps == run_config.ppo.max_steps
     stamp = joint.stat().st_mtime_ns
-    again = plan(eval_config(tiny_config, "tiny"), "tiny")
+    again = plan_eval(eval_config(tiny_config, "tiny"), "tiny")
     assert again.joint is not None and again.joint.train is None  # reused, not retrained
     assert joint.stat().st_mtime_ns == stamp
 
@@ -122,7 +126,7 @@ def test_same_start_same_measurements_paired_across_methods(tiny_config: Factory
     # given as its own joint baseline) must give identical rows.
     train(tiny_config("meta.steps=1"), "self")
     cfg = eval_config(tiny_config, "self", "eval.joint_run_id=self", "eval.splits=[test]")
-    evaluate(plan(cfg, "self"))
+    evaluate(plan_eval(cfg, "self"))
     rows = read_csv(Path(cfg.results_dir) / "self" / "eval" / "adaptation.csv")
     keys = ("family", "task", "seed", "budget", "mean_reward", "success")
     by_method = {
@@ -213,7 +217,7 @@ def test_bad_options_fail_before_any_work(
     run_dir = fake_run("run")
     before = listing(run_dir.parent)
     with pytest.raises(ValueError, match=message):
-        plan(eval_config(tiny_config, "run", *overrides), "run")
+        plan_eval(eval_config(tiny_config, "run", *overrides), "run")
     assert listing(run_dir.parent) == before
 
 
@@ -221,10 +225,10 @@ def test_missing_run_and_run_without_weights(
     tiny_config: Factory, fake_run: Callable[..., Path]
 ) -> None:
     with pytest.raises(RunError, match="does not exist"):
-        plan(eval_config(tiny_config, "ghost"), "ghost")
+        plan_eval(eval_config(tiny_config, "ghost"), "ghost")
     fake_run("empty", weights=False)
     with pytest.raises(RunError, match="has no weights"):
-        plan(eval_config(tiny_config, "empty"), "empty")
+        plan_eval(eval_config(tiny_config, "empty"), "empty")
 
 
 def meta_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -268,10 +272,10 @@ def sequential_and_parallel(
 
     sequential = eval_config(tiny_config, run_id, *overrides, "eval.out_dir=${results_dir}/seq")
     parallel = eval_config(tiny_config, run_id, *overrides, "eval.out_dir=${results_dir}/par")
-    cells = evaluate(plan(sequential, run_id), executor=SequentialExecutor())
+    cells = evaluate(plan_eval(sequential, run_id), executor=SequentialExecutor())
     executor = ProcessExecutor(2)
     try:
-        assert evaluate(plan(parallel, run_id), executor=executor) == cells
+        assert evaluate(plan_eval(parallel, run_id), executor=executor) == cells
     finally:
         executor.close()
     out = Path(sequential.results_dir)
@@ -318,12 +322,12 @@ def test_runs_that_differ_in_more_than_the_seed_or_lack_weights_are_refused(
     train(tiny_config("meta.steps=1"), "a")
     train(tiny_config("meta.steps=1", "seed=1", "ppo.learning_rate=0.001"), "b")
     with pytest.raises(ValueError, match=r"differ only in seed: 'b' has ppo.learning_rate=0.001"):
-        plan(eval_config(tiny_config, "a", "eval.run_ids=[a,b]"), "a")
+        plan_eval(eval_config(tiny_config, "a", "eval.run_ids=[a,b]"), "a")
     train(tiny_config("meta.steps=1", "seed=2"), "c")
     (Path(tiny_config().results_dir) / "c" / "Brain.pt").unlink()
     (Path(tiny_config().results_dir) / "c" / "Brain" / "checkpoint.pt").unlink()
     with pytest.raises(RunError, match="run 'c' has no weights"):
-        plan(eval_config(tiny_config, "a", "eval.run_ids=[a,c]"), "a")
+        plan_eval(eval_config(tiny_config, "a", "eval.run_ids=[a,c]"), "a")
 
 
 @pytest.mark.integration

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from meta.config import Config
-from meta.evaluation.evaluate import evaluate, plan
+from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.trainer import train
 
 Factory = Callable[..., Config]
@@ -43,7 +43,7 @@ def test_every_start_adapts_on_test_with_the_procedure_selected_on_validation(
     options = [*TINY_EVAL, PROCEDURES, JOINT, "eval.other_run_ids=[f]"]
     options += ["eval.splits=[test]", "eval.selection_split=validation"]
     cfg = tiny_config("run_id=r", *options, "eval.out_dir=${results_dir}/a")
-    checked = plan(cfg, "r")
+    checked = plan_eval(cfg, "r")
     evaluate(checked)
     out = Path(cfg.results_dir) / "a"
     selection = read_csv(out / "selection.csv")
@@ -79,7 +79,7 @@ def test_every_start_adapts_on_test_with_the_procedure_selected_on_validation(
         for key, tasks in checked.tasks.items()
     }
     again = tiny_config("run_id=r", *options, "eval.out_dir=${results_dir}/b")
-    changed = plan(again, "r")
+    changed = plan_eval(again, "r")
     changed.tasks = moved
     evaluate(changed)
     other = Path(cfg.results_dir) / "b"

@@ -176,19 +176,24 @@ def test_a_later_export_refills_the_first_graph_with_the_bytes_a_new_export_give
     from meta.algorithm.ppo.config import NetworkConfig
     from meta.algorithm.ppo.policy import make_policy
 
-    def policy(seed: int) -> dict[str, torch.Tensor]:
-        theta = make_policy(10, 2, NetworkConfig(32, layers, normalize), seed).state_dict()
-        return to_mlagents(theta, normalize, seed)[POLICY]
+    policies = [make_policy(10, 2, NetworkConfig(32, layers, normalize), s) for s in range(3)]
 
-    exports: list[int] = []
-    export = interop_onnx._export
-    monkeypatch.setattr(interop_onnx, "_export", lambda a: exports.append(1) or export(a))
+    def exported(seed: int) -> bytes:
+        return onnx_bytes(to_mlagents(policies[seed].state_dict(), normalize, seed)[POLICY])
+
+    monkeypatch.setattr(interop_onnx, "_EXPORTED", {})  # this process has exported no graph
+    template = exported(0)
+    refilled = exported(1)  # the graph of policy 0 with policy 1's weights
+    assert list(interop_onnx._EXPORTED.values()) == [template]  # refilled, not exported again
     monkeypatch.setattr(interop_onnx, "_EXPORTED", {})
-    onnx_bytes(policy(0))  # exported: the template of this shape
-    refilled = onnx_bytes(policy(1))
-    assert len(exports) == 1
-    monkeypatch.setattr(interop_onnx, "_EXPORTED", {})
-    exported = onnx_bytes(policy(1))
-    assert len(exports) == 2 and refilled == exported != onnx_bytes(policy(2))
-    names = [i.name for i in onnx.load_from_string(exported).graph.initializer]
+    assert refilled == exported(1) != exported(2)  # the bytes a first export of policy 1 gives
+    obs = observations(10)
+    (actions,) = ort.InferenceSession(refilled).run(
+        ["deterministic_continuous_actions"], {"obs_0": obs.numpy()}
+    )
+    with torch.no_grad():
+        ours = policies[1].act(obs, deterministic=True)[0].clamp(-1, 1).numpy()
+        first = policies[0].act(obs, deterministic=True)[0].clamp(-1, 1).numpy()
+    assert np.abs(actions - ours).max() < 1e-5 < np.abs(actions - first).max()
+    names = [i.name for i in onnx.load_from_string(refilled).graph.initializer]
     assert "version_number.1" in names  # the renamed buffer is refilled too

@@ -5,14 +5,14 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import struct
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from wandbfiles import wandb_history
 
-from meta.observe import writers as stats_writers
 from meta.observe.reporter import (
     CUMULATIVE_REWARD,
     ENV_STEPS_PREFIX,
@@ -173,32 +173,6 @@ def test_reporter_fans_out_and_build_validates(tmp_path: Path) -> None:
     assert _scalars(tmp_path / "tensorboard", CUMULATIVE_REWARD) == [(1, 0.5)]
 
 
-def _wandb_history(run_file: Path) -> list[dict[str, Any]]:
-    """Read history records of a `.wandb` file (LevelDB log: 32 KiB blocks, 7-byte headers)."""
-    from wandb.proto import wandb_internal_pb2
-
-    data, pos, block, pending, history = run_file.read_bytes(), 7, 32768, b"", []
-    assert data[:4] == b":W&B"
-    while pos + 7 <= len(data):
-        if block - pos % block < 7:
-            pos += block - pos % block
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
-        pending = chunk if kind in (1, 2) else pending + chunk
-        if kind in (1, 4):
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(pending)
-            if record.WhichOneof("record_type") == "history":
-                history.append(
-                    {
-                        i.key or "/".join(i.nested_key): json.loads(i.value_json)
-                        for i in record.history.item
-                    }
-                )
-    return history
-
-
 def test_wandb_offline_history_and_persisted_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -216,7 +190,7 @@ def test_wandb_offline_history_and_persisted_id(
     writer.close()
 
     (run_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{wandb_id}/run-{wandb_id}.wandb")
-    history = _wandb_history(run_file)
+    history = wandb_history(run_file)
     assert [h["meta_step"] for h in history] == [1, 2, 3]
     assert [h[CUMULATIVE_REWARD] for h in history] == [0.5, 1.0, 1.5]
     assert [h["total_env_steps"] for h in history] == [100, 200, 300]
@@ -226,15 +200,18 @@ def test_wandb_offline_history_and_persisted_id(
     resumed.close()
 
 
-def test_missing_wandb_only_warns(
+def test_missing_wandb_only_warns_and_the_other_writers_still_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def no_wandb(name: str) -> None:
-        raise ImportError(f"No module named {name!r}")
-
-    monkeypatch.setattr(stats_writers.importlib, "import_module", no_wandb)
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if wandb were not installed
     with caplog.at_level(logging.WARNING):
-        reporter = StatsReporter([WandbWriter(tmp_path, "r", "id")])
-    reporter.write(1, 1, {CUMULATIVE_REWARD: 1.0})
+        wandb_writer = WandbWriter(tmp_path, "r", "id")
+        reporter = StatsReporter([wandb_writer, TensorBoardWriter(tmp_path / "tensorboard")])
+    for step in (1, 2):
+        reporter.write(step, step * 10, {CUMULATIVE_REWARD: float(step)})
     reporter.close()
-    assert "continuing without wandb" in caplog.text
+    assert _scalars(tmp_path / "tensorboard", CUMULATIVE_REWARD) == [(1, 1.0), (2, 2.0)]
+    assert wandb_writer._run is None and not (tmp_path / "wandb").exists()
+    (warning,) = [r.getMessage() for r in caplog.records if "wandb" in r.getMessage()]
+    assert warning.startswith("wandb could not start (ModuleNotFoundError: ")
+    assert warning.endswith("continuing without wandb")

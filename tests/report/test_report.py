@@ -17,7 +17,7 @@ import pytest
 from tinyconfig import TINY, TINY_EVAL, compose_config
 
 from meta.config import Config
-from meta.evaluation.evaluate import evaluate, plan
+from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.statistics import iqm
 from meta.report.cli import main
 from meta.report.figure import curve
@@ -105,7 +105,7 @@ def test_held_out_results_where_meta_eval_ran(
     sweep: Path, tiny_config: Callable[..., Config], capsys: pytest.CaptureFixture[str]
 ) -> None:
     ids = "eval.run_ids=[lr0.1-s0,lr0.1-s1]"
-    cells = evaluate(plan(tiny_config("run_id=lr0.1-s0", *TINY_EVAL, ids), "lr0.1-s0"))
+    cells = evaluate(plan_eval(tiny_config("run_id=lr0.1-s0", *TINY_EVAL, ids), "lr0.1-s0"))
     assert (sweep / "eval_lr0.1-s0+lr0.1-s1" / "adaptation.csv").is_file()
     code, out, _ = report(capsys, str(sweep), "--budgets", "0,1")
     assert code == 0 and "held-out success @1" in out and "not evaluated" in out

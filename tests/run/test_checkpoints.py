@@ -18,8 +18,12 @@ from meta.cli import one_line
 from meta.interop import onnx as interop_onnx
 from meta.interop.mlagents import POLICY, from_mlagents
 from meta.run import checkpoints as checkpoints_module
-from meta.run.checkpoints import CheckpointError, CheckpointManager, load_checkpoint
-from meta.run.pickles import refused_globals
+from meta.run.checkpoints import (
+    CheckpointError,
+    CheckpointManager,
+    load_checkpoint,
+    refused_globals,
+)
 from meta.run.status import TrainingStatus
 
 NETWORK = NetworkConfig(hidden_units=8)
@@ -241,14 +245,27 @@ def test_a_checkpoint_that_would_run_code_is_refused_as_code_without_torchs_advi
     assert "weights_only" not in message and not (tmp_path / "pwned").exists()
 
 
-def test_code_is_named_whatever_the_pickle_protocol(tmp_path: Path) -> None:
-    for protocol in (0, 2, 5):
-        path = tmp_path / f"raw{protocol}.pkl"
-        path.write_bytes(pickle.dumps({"theta": _RunsCode()}, protocol=protocol))
-        assert refused_globals(path) == [f"{os.system.__module__}.system"], protocol
+def test_code_is_named_in_torch_saves_format_and_refused_in_any_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    saved = tmp_path / "saved.pt"
+    torch.save({"theta": _RunsCode(), "w": torch.zeros(2)}, saved)
+    assert refused_globals(saved) == [f"{os.system.__module__}.system"]
     ok = tmp_path / "ok.pt"
     torch.save({"theta": {"w": torch.zeros(2)}, "rng": torch.get_rng_state(), "n": [1, "a"]}, ok)
     assert refused_globals(ok) == []
+    # pickles torch's weights-only loader cannot read: refused all the same, nothing runs
+    newer = tmp_path / "protocol5.pt"
+    torch.save({"theta": _RunsCode()}, newer, pickle_protocol=5)
+    raw = tmp_path / "raw.pkl"
+    raw.write_bytes(pickle.dumps({"theta": _RunsCode()}, protocol=2))
+    for path in (newer, raw):
+        assert refused_globals(path) == []
+        with pytest.raises(CheckpointError, match="corrupt checkpoint") as info:
+            load_checkpoint(path)
+        assert "weights_only" not in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_save_final_writes_brain_pt_onnx_and_mlagents_final_checkpoint(tmp_path: Path) -> None:

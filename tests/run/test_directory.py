@@ -15,7 +15,7 @@ from meta.config import Config
 from meta.interop.mlagents import to_mlagents
 from meta.run.checkpoints import CheckpointError
 from meta.run.directory import RunError, latest_weights
-from meta.trainer import MetaTrainer, plan
+from meta.trainer import MetaTrainer, plan_training
 
 Factory = Callable[..., Config]
 TINY = NetworkConfig(hidden_units=32)
@@ -57,7 +57,7 @@ def test_latest_weights_maps_an_mlagents_checkpoint(tmp_path: Path) -> None:
 def test_meta_train_starts_from_an_mlagents_run(tiny_config: Factory) -> None:
     cfg = tiny_config("initialize_from=ml")
     theta = mlagents_run(Path(cfg.results_dir), "ml")
-    trainer = MetaTrainer(plan(cfg, "child"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "child"), "{}", {})
     try:
         assert all(torch.allclose(trainer.theta[k], theta[k], atol=1e-6) for k in theta)
     finally:
@@ -81,7 +81,7 @@ def test_another_network_is_refused_in_one_line_before_anything_is_written(
     mlagents_run(results, "ml", **sizes)
     before = snapshot(results)
     with pytest.raises(ValueError) as info:
-        plan(cfg, "child")
+        plan_training(cfg, "child")
     assert message in str(info.value) and "\n" not in str(info.value)
     assert str(results / "ml" / "Brain" / "checkpoint.pt") in str(info.value)
     assert snapshot(results) == before and not (results / "child").exists()
@@ -94,7 +94,7 @@ def test_an_mlagents_run_without_behavior_brain_is_named(tiny_config: Factory) -
     (results / "ml" / "Brain").rename(results / "ml" / "3DBall")
     before = snapshot(results)
     with pytest.raises(RunError, match="has no behavior 'Brain' \\(it has 3DBall\\)") as info:
-        plan(cfg, "child")
+        plan_training(cfg, "child")
     assert "\n" not in str(info.value) and snapshot(results) == before
 
 
@@ -106,7 +106,7 @@ def test_a_corrupt_mlagents_checkpoint_is_one_line(tiny_config: Factory) -> None
     checkpoint.write_bytes(checkpoint.read_bytes()[:300])
     before = snapshot(results)
     with pytest.raises(CheckpointError, match="corrupt checkpoint") as info:
-        plan(cfg, "child")
+        plan_training(cfg, "child")
     assert "\n" not in str(info.value) and snapshot(results) == before
 
 

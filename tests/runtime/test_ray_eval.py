@@ -9,7 +9,7 @@ import pytest
 from tinyconfig import TINY_EVAL
 
 from meta.config import Config
-from meta.evaluation.evaluate import evaluate, plan
+from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.trainer import train
 
 Factory = Callable[..., Config]
@@ -21,8 +21,8 @@ def test_adaptation_jobs_on_ray_equal_sequential_evaluation(tiny_config: Factory
     given = ("run_id=r", "eval.joint_run_id=r", *TINY_EVAL)  # the run stands in for its baseline
     sequential = tiny_config(*given, "eval.out_dir=${results_dir}/seq")
     on_ray = tiny_config(*given, "eval.out_dir=${results_dir}/ray", "runtime=ray")
-    cells = evaluate(plan(sequential, "r"))
-    checked = plan(on_ray, "r")
+    cells = evaluate(plan_eval(sequential, "r"))
+    checked = plan_eval(on_ray, "r")
     assert checked.cluster is not None and not checked.cluster.started  # joined the session's
     assert evaluate(checked) == cells
     out = Path(sequential.results_dir)

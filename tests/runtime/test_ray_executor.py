@@ -10,19 +10,19 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from meta.algorithm.ppo.weights import Weights
 from meta.config import Config
 from meta.runtime.envpool import EnvPool
-from meta.trainer import MetaTrainer, plan
+from meta.trainer import MetaTrainer, plan_training
 
 Factory = Callable[..., Config]
-Weights = dict[str, torch.Tensor]
 BATCH = ("meta.meta_batch_size=4", "meta.steps=3")
 RAY = ("runtime=ray", "runtime.num_actors=2")
 
 
 def thetas(cfg: Config, run_id: str, steps: int) -> list[Weights]:
     """θ after each of the first `steps` meta-steps."""
-    trainer = MetaTrainer(plan(cfg, run_id), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, run_id), "{}", {})
     try:
         out = []
         for k in range(steps):
@@ -59,7 +59,7 @@ def test_a_killed_actor_is_replaced_and_its_job_retried_from_theta(
 ) -> None:
     local = thetas(tiny_config(*BATCH), "local", 3)
     cfg = tiny_config(*BATCH, *RAY)
-    trainer = MetaTrainer(plan(cfg, "killed"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "killed"), "{}", {})
     try:
         trainer.meta_step_once(0)
         executor = trainer.inner.start_executor()
@@ -86,7 +86,7 @@ def test_actors_lost_beyond_max_restarts_stop_the_run_before_the_meta_step_commi
     tiny_config: Factory,
 ) -> None:
     cfg = tiny_config(*BATCH, *RAY, "env.max_restarts=0")
-    trainer = MetaTrainer(plan(cfg, "lost"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "lost"), "{}", {})
     try:
         trainer.meta_step_once(0)
         os.kill(trainer.inner.start_executor().pids()[0], signal.SIGKILL)  # type: ignore[attr-defined]
@@ -108,7 +108,7 @@ def test_actors_keep_their_builds_on_ports_of_their_own(
     cfg = tiny_config(
         *BATCH, *RAY, *builds, "meta.steps=2", f"env.base_port={free_ports(3 * span)}"
     )
-    trainer = MetaTrainer(plan(cfg, "builds"), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, "builds"), "{}", {})
     try:
         trainer.run()
         assert trainer.inner.restarts == 0  # no port was taken twice

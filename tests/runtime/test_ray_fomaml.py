@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from meta.config import Config
-from meta.trainer import MetaTrainer, plan
+from meta.trainer import MetaTrainer, plan_training
 
 Factory = Callable[..., Config]
 FOMAML = ("meta=fomaml", "meta.meta_batch_size=2", "meta.steps=2")
@@ -16,7 +16,7 @@ FOMAML = ("meta=fomaml", "meta.meta_batch_size=2", "meta.steps=2")
 
 def thetas(cfg: Config, run_id: str) -> list[dict[str, torch.Tensor]]:
     """θ after each meta-step."""
-    trainer = MetaTrainer(plan(cfg, run_id), "{}", {})
+    trainer = MetaTrainer(plan_training(cfg, run_id), "{}", {})
     try:
         out = []
         for k in range(cfg.meta.steps):

@@ -14,7 +14,7 @@ from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.config import Config
-from meta.evaluation.evaluate import evaluate, plan
+from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.games import reference_policy
 from meta.trainer import train
 
@@ -37,7 +37,7 @@ def test_games_are_measured_by_win_rates_against_random_and_theta(
 ) -> None:
     overrides = ("ppo=selfplay", "experiment=tiny", THREE, "meta.steps=1")
     run_dir = train(tiny_config(*overrides), "games")
-    evaluate(plan(tiny_config(*overrides, "run_id=games", *TINY_EVAL), "games"))
+    evaluate(plan_eval(tiny_config(*overrides, "run_id=games", *TINY_EVAL), "games"))
     with (run_dir / "eval" / "adaptation.csv").open() as f:
         rows = list(csv.DictReader(f))
     # 3 starts x 3 families x 2 splits x 1 task x 1 seed x 2 budgets

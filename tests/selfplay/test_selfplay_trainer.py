@@ -23,7 +23,7 @@ from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.algorithm.training import train as train_request
 from meta.config import Config
 from meta.evaluation import reference
-from meta.trainer import MetaTrainer, plan, train
+from meta.trainer import MetaTrainer, plan_training, train
 
 Factory = Callable[..., Config]
 THREE = (
@@ -105,7 +105,7 @@ def test_a_game_without_self_play_settings_is_refused_before_training() -> None:
 def test_three_families_meta_train_with_elo_and_resume_bitwise(tiny_config: Factory) -> None:
     overrides = (*SELF_PLAY, THREE, "meta.meta_batch_size=3", "meta.steps=4")
     straight = train(tiny_config(*overrides), "straight")
-    trainer = MetaTrainer(plan(tiny_config(*overrides), "cut"), "{}", {})
+    trainer = MetaTrainer(plan_training(tiny_config(*overrides), "cut"), "{}", {})
     trainer.meta_step_once(0)
     trainer.meta_step_once(1)
     trainer.close()
@@ -132,7 +132,7 @@ def test_single_continues_its_ghost_across_chunks_and_resumes_it_exactly(
 ) -> None:
     overrides = (*SELF_PLAY, *GHOST, "meta=single", "meta.tasks=[{name: Sumo}]", "meta.steps=3")
     straight = train(tiny_config(*overrides), "straight")
-    trainer = MetaTrainer(plan(tiny_config(*overrides), "cut"), "{}", {})
+    trainer = MetaTrainer(plan_training(tiny_config(*overrides), "cut"), "{}", {})
     trainer.meta_step_once(0)
     trainer.close()
     cut = torch.load(trainer.run_dir / "Brain/checkpoint.pt", weights_only=True)["self_play"]
@@ -209,7 +209,7 @@ def test_bad_self_play_input_is_refused_before_the_run_exists(
     tiny_config: Factory, tmp_path: Path, overrides: tuple[str, ...], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message) as error:
-        plan(tiny_config(*overrides), "bad")
+        plan_training(tiny_config(*overrides), "bad")
     assert "\n" not in str(error.value)
     assert not (tmp_path / "results" / "bad").exists()
 

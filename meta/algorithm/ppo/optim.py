@@ -6,6 +6,9 @@ compiles. These classes hold the same parameter group and state as ``torch.optim
 ``torch.optim.SGD`` and step through the same functions those call (``torch.optim.adam.adam``,
 ``torch.optim.sgd.sgd``) with the same arguments, so every step gives the same numbers, bit
 for bit, and a ``state_dict`` of either loads into the other (tests/algorithm/test_optim.py).
+Those two functions are private to torch and their parameters change between releases, so
+pyproject.toml bounds torch to the releases the tests ran on, and a test compares the
+arguments passed here with their signatures.
 """
 
 from __future__ import annotations
@@ -193,6 +196,8 @@ class SGD(Optimizer):
             has_sparse_grad=any(param.grad.is_sparse for param in params),  # type: ignore[union-attr]
             foreach=group["foreach"],
             fused=group["fused"],
+            grad_scale=None,
+            found_inf=None,
             weight_decay=group["weight_decay"],
             momentum=group["momentum"],
             lr=group["lr"],

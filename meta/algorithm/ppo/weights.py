@@ -11,6 +11,7 @@ import torch
 from meta.algorithm.ppo.optim import Optimizer
 
 Weights = dict[str, torch.Tensor]
+"""A state_dict: parameter and buffer names to tensors (θ, a trained φ, a snapshot)."""
 OptimizerState = dict[str, Any]
 """An optimizer's state_dict (Adam's moments and step counts), on the CPU."""
 

@@ -20,11 +20,10 @@ from typing import Any
 
 import torch
 
-from meta.algorithm.ppo.weights import cpu_copy
+from meta.algorithm.ppo.weights import Weights, cpu_copy
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.elo import compute_elo_rating_change
 
-Weights = dict[str, torch.Tensor]
 SelfPlayState = dict[str, Any]
 """A run's self-play state: {"elo": float} and, within a continuous training, "ghost"."""
 SUMMARIES = "summaries"

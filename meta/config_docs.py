@@ -1,6 +1,6 @@
 """The configuration reference page, generated from the config dataclasses' field docstrings.
 
-`python -m meta.reference` rewrites docs/reference/configuration.md; `tests/docs/` fails when
+`python -m meta.config_docs` rewrites docs/reference/configuration.md; `tests/docs/` fails when
 the page in the repository is not what this generates, so it cannot drift from the schema.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from meta.config import Config
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "configuration.md"
-COMMAND = "python -m meta.reference"
+COMMAND = "python -m meta.config_docs"
 INTRO = f"""# Configuration reference
 
 Every key of `meta-train` and `meta-eval`, with its type, its default in the schema and what it

@@ -1,0 +1,25 @@
+"""An error told in one line: its first line, and the causes it did not suppress."""
+
+from __future__ import annotations
+
+
+def _line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of the error's message, or its type's name when the message is empty."""
+    return _line(error) or type(error).__name__
+
+
+def one_line(error: BaseException) -> str:
+    """An error and the causes it did not suppress (`from None`) as one line, each once."""
+    text = first_line(error)
+    cause = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    while cause is not None:
+        first = _line(cause)
+        if first and first not in text:
+            text = f"{text} ({first})"
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+    return text
