@@ -188,6 +188,11 @@ def test_wandb_offline_history_and_persisted_id(
     for step in range(1, 4):
         writer.write(step, step * 100, {CUMULATIVE_REWARD: step / 2})
     writer.close()
+    # wandb's service writes the .wandb log after finish() returns; teardown waits for it, as
+    # the process's exit does for meta-train
+    import wandb
+
+    wandb.teardown()
 
     (run_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{wandb_id}/run-{wandb_id}.wandb")
     history = wandb_history(run_file)
