@@ -90,9 +90,6 @@ def test_a_refusal_waits_for_the_holder_to_write_its_record(
     import json
     import socket
     import time
-    import types
-
-    from meta.run import lock
 
     path = lock_path(tmp_path, "r")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,14 +97,15 @@ def test_a_refusal_waits_for_the_holder_to_write_its_record(
     fcntl.flock(fd, fcntl.LOCK_EX)  # held, its record not written yet: the holder's first instant
     record = {"pid": os.getpid(), "host": socket.gethostname(), "since": 0.0}
     waits: list[float] = []
+    pause = time.sleep
 
     def sleep(seconds: float) -> None:  # the holder writes while the refused process waits
         if not waits:
             os.pwrite(fd, json.dumps(record).encode(), 0)
         waits.append(seconds)
-        time.sleep(seconds)
+        pause(seconds)
 
-    monkeypatch.setattr(lock, "time", types.SimpleNamespace(sleep=sleep, time=time.time))
+    monkeypatch.setattr(time, "sleep", sleep)
     try:
         with pytest.raises(RunLocked, match=f"in use by pid {os.getpid()} on host"):
             RunLock(tmp_path, "r").acquire()
