@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from processes import signal_within, wait_until
 
+from meta.run.faults import FAULT_ENV
 from meta.run.names import SAFE
 
 pytestmark = pytest.mark.integration  # every test here runs meta-train as a process
@@ -127,16 +129,15 @@ def test_ctrl_c_leaves_the_last_completed_meta_step_and_says_how_to_resume(
     meta_train: MetaTrain,
 ) -> None:
     args = [sys.executable, "-m", "meta", *TINY, "meta.steps=200", "run_id=stop"]
+    # sent once meta-step 0 is committed; the process waits at meta-step 2 for it
+    env = {**os.environ, FAULT_ENV: "after_writers@2:SIGSTOP"}
     proc = subprocess.Popen(
-        args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    status = tmp_path / "results" / "stop" / "Brain" / "checkpoint.pt"
-    deadline = time.monotonic() + 120
-    while not status.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    checkpoint = tmp_path / "results" / "stop" / "Brain" / "checkpoint.pt"
+    signal_within(proc, signal.SIGINT, 0.0, wait_until(checkpoint.exists, proc))
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     done = int(re.search(r"holds meta-steps 0\.\.(\d+)", err)[1]) + 1  # type: ignore[index]
     command = shlex.split(err.split("Resume with: ")[1])

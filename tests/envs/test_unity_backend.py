@@ -55,6 +55,15 @@ def gone(pid: int, within: float = 10.0) -> bool:
     return False
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs now (neither gone nor a zombie)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
 def launch(
     family: str, tmp_path: Path, port: int, channels: list | None = None, **kwargs: object
 ) -> UnityEnvironment:
@@ -183,7 +192,7 @@ def test_build_honours_areas_and_accepts_any_player_argument(
 
 
 ORPHAN_SCRIPT = """
-import sys, time
+import sys
 from envs.backend.unity_env import UnityEnv
 from mlagents_envs.environment import UnityEnvironment
 from mlagents_envs.exception import UnityEnvironmentException
@@ -197,7 +206,7 @@ if __name__ == "__main__":
     else:
         env = UnityEnv("FindTarget", base_port=port, num_envs=2, log_folder=folder)
         print(" ".join(str(p) for pair in env.pids for p in pair), flush=True)
-    time.sleep(60)
+    sys.stdin.read()  # alive until killed
 """
 
 
@@ -211,12 +220,13 @@ def test_no_orphan_when_the_python_side_dies(
     trainer = subprocess.Popen(
         [sys.executable, "-c", ORPHAN_SCRIPT, kind, str(free_ports(2)), str(tmp_path)],
         cwd=root,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         pids = [int(p) for p in trainer.stdout.readline().split()]  # type: ignore[union-attr]
-        assert pids and not any(gone(pid, 0.2) for pid in pids)
+        assert pids and all(alive(pid) for pid in pids)
     finally:
         trainer.kill()
         trainer.wait()
@@ -305,6 +315,7 @@ def fake_build(tmp_path: Path, body: str) -> Path:
 def test_a_build_that_never_connects_times_out_naming_its_log(
     tmp_path: Path, free_ports: FreePorts
 ) -> None:
+    # the fake ends only after 600 s, with BuildCrashed: a BuildTimeout is its own 2 s expiring
     start = time.monotonic()
     with pytest.raises(
         BuildTimeout,
@@ -313,12 +324,12 @@ def test_a_build_that_never_connects_times_out_naming_its_log(
     ):
         UnityEnv(
             "Fake",
-            path=fake_build(tmp_path, "exec sleep 30"),
+            path=fake_build(tmp_path, "exec sleep 600"),
             timeout_wait=2,
             base_port=free_ports(),
             log_folder=tmp_path,
         )
-    assert time.monotonic() - start < 15
+    assert time.monotonic() - start >= 2
     with pytest.raises(BuildCrashed, match="exited before connecting"):
         UnityEnv(
             "Fake",

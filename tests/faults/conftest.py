@@ -1,15 +1,15 @@
-"""Fixtures of the fault-injection tests (helpers in faultkit.py)."""
+"""Fixtures of the fault-injection tests (helpers in faultkit.py and ../processes.py)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultkit import RUN, Reference, run
+from faultkit import RESUME, RESUME_END, RUN, RUN_END, STARTUP_END, Reference, done_line, run, start
+from processes import life, started, wait_until
 
 
 @pytest.fixture(scope="session")
@@ -19,20 +19,6 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
     code, err = run(cwd, *RUN, "run_id=ref")
     assert code == 0, err
     return Reference(cwd / "results" / "ref")
-
-
-@pytest.fixture
-def wait_for() -> Callable[[Callable[[], bool], float], None]:
-    """Poll a condition until it holds or the timeout passes (then fail)."""
-
-    def poll(condition: Callable[[], bool], timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                pytest.fail("condition not reached in time")
-            time.sleep(0.05)
-
-    return poll
 
 
 @pytest.fixture
@@ -51,8 +37,43 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cwd
 
 
+def _copy_of(finished: Path, to: Path) -> Path:
+    subprocess.run(["cp", "-a", f"{finished}/.", str(to)], check=True)
+    return to
+
+
 @pytest.fixture
 def copy(finished: Path, tmp_path: Path) -> Path:
     """A private copy of the finished run's working directory."""
-    subprocess.run(["cp", "-a", f"{finished}/.", str(tmp_path)], check=True)
-    return tmp_path
+    return _copy_of(finished, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def startup_life(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """Seconds of RUN's start-up on this machine: from its handlers to its first training."""
+    proc = start(tmp_path_factory.mktemp("startup"), *RUN, "run_id=early", fault=STARTUP_END)
+    return life(proc, started(proc))
+
+
+@pytest.fixture(scope="session")
+def resume_life(finished: Path, tmp_path_factory: pytest.TempPathFactory) -> float:
+    """Seconds of a resume's start-up (RESUME on the finished run) to its first training."""
+    cwd = _copy_of(finished, tmp_path_factory.mktemp("resume"))
+    proc = start(cwd, *RESUME, fault=RESUME_END)
+    return life(proc, started(proc))
+
+
+@pytest.fixture(scope="session")
+def run_life(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """Seconds of RUN on this machine from its first status file to its last point."""
+    cwd = tmp_path_factory.mktemp("life")
+    proc = start(cwd, *RUN, "run_id=r", fault=RUN_END)
+    status = cwd / "results" / "r" / "run_logs" / "training_status.json"
+    return life(proc, wait_until(status.exists, proc))
+
+
+@pytest.fixture(scope="session")
+def exit_life(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """Seconds from RUN's `meta-train: done` line to its exit on this machine."""
+    proc = start(tmp_path_factory.mktemp("exit"), *RUN, "run_id=exiting")
+    return life(proc, done_line(proc))

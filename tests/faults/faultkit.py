@@ -12,6 +12,7 @@ import io
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,14 @@ import torch
 
 TRIALS = int(os.environ.get("META_HARNESS_FAULT_TRIALS", "2"))
 RUN = ["experiment=tiny", "logger=quiet", "logger.per_update_csv=true", "meta.steps=4", "seed=5"]
+STARTUP_END = "inner_training@0:SIGSTOP"
+"""RUN's start-up ends where meta-step 0 starts training: the process holds still there."""
+RUN_END = "after_release@4:SIGSTOP"
+"""RUN's last point, after its lock is released: the process holds still there."""
+RESUME = ["run_id=done", "resume=true", "meta.steps=6"]
+"""The resume of a finished RUN by two more meta-steps."""
+RESUME_END = "inner_training@4:SIGSTOP"
+"""A RESUME's start-up ends where its first meta-step (4) starts training."""
 ENV = {
     **{k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "META_HARNESS_FAULT")},
     "WANDB_MODE": "offline",
@@ -47,6 +56,15 @@ def finish(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]
 def run(cwd: Path, *args: str, fault: str | None = None) -> tuple[int, str]:
     """Run meta-train to its end; exit code and stderr."""
     return finish(start(cwd, *args, fault=fault))
+
+
+def done_line(proc: subprocess.Popen[str]) -> float:
+    """Read the process's output up to its `meta-train: done` line; the instant it came."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("meta-train: done"):
+            return time.monotonic()
+    raise AssertionError(f"no 'meta-train: done' line; exit {proc.wait()}")
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:

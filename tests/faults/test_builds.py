@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from faultkit import run, start
+from processes import halted, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -60,14 +60,21 @@ def test_a_killed_build_is_relaunched_and_the_run_completes(
     tmp_path: Path, free_ports: Callable[..., int]
 ) -> None:
     port = f"env.base_port={free_ports(2)}"
-    proc = start(tmp_path, *UNITY, port, "seed=2", "meta.steps=30", "run_id=b")
-    checkpoint = tmp_path / "results" / "b" / "Brain" / "checkpoint.pt"
-    deadline = time.monotonic() + 120
-    while not (checkpoint.exists() and _players(proc.pid)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # held at meta-step 1's start while its builds are killed: they are found dead there
+    proc = start(
+        tmp_path,
+        *UNITY,
+        port,
+        "seed=2",
+        "meta.steps=30",
+        "run_id=b",
+        fault="inner_training@1:SIGSTOP",
+    )
+    wait_until(lambda: halted(proc), proc)
     killed = _players(proc.pid)
     for pid in killed:
         os.kill(pid, signal.SIGKILL)
+    proc.send_signal(signal.SIGCONT)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert killed and "A build crashed" in out, out

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import random
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from faultkit import RUN, TRIALS, Reference, finish, resume_until_done, run, start
+from faultkit import (
+    RUN,
+    RUN_END,
+    STARTUP_END,
+    TRIALS,
+    Reference,
+    finish,
+    resume_until_done,
+    run,
+    start,
+)
+from processes import signal_within, started, wait_until
 
 from meta.run.faults import POINTS
 
@@ -46,20 +55,15 @@ def test_a_kill_at_each_point_of_a_meta_step_resumes_bitwise(
 
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_a_kill_at_a_random_instant_resumes_bitwise(
-    trial: int,
-    reference: Reference,
-    scratch: Path,
-    wait_for: Callable[[Callable[[], bool], float], None],
+    trial: int, run_life: float, reference: Reference, scratch: Path
 ) -> None:
-    delay = random.Random(trial).uniform(0.0, 4.0)
-    proc = start(scratch, *RUN, "run_id=r")
+    # an instant of the measured life, the process held at its last point until the kill
+    delay = random.Random(trial).uniform(0.0, 1.0) * run_life
+    proc = start(scratch, *RUN, "run_id=r", fault=RUN_END)
     status = scratch / "results" / "r" / "run_logs" / "training_status.json"
-    wait_for(status.exists, 120)  # the interpreter is up and the run has begun
-    try:
-        proc.wait(timeout=delay)
-    except Exception:
-        proc.send_signal(signal.SIGKILL)
-    finish(proc)
+    began = wait_until(status.exists, proc)  # the interpreter is up and the run has begun
+    signal_within(proc, signal.SIGKILL, delay, began)
+    assert finish(proc)[0] == -signal.SIGKILL
     if (scratch / "results" / "r" / "Brain" / "checkpoint.pt").exists():
         code, err = resume_until_done(scratch, "r")
     else:  # killed before the first commit: nothing to resume, the run starts over
@@ -70,20 +74,14 @@ def test_a_kill_at_a_random_instant_resumes_bitwise(
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_and_sigterm_stop_cleanly_and_resume_bitwise(
-    sig: signal.Signals,
-    code: int,
-    reference: Reference,
-    scratch: Path,
-    wait_for: Callable[[Callable[[], bool], float], None],
+    sig: signal.Signals, code: int, reference: Reference, scratch: Path
 ) -> None:
-    proc = start(scratch, *RUN, "run_id=s")
+    # sent once the first meta-step is committed; the process waits at meta-step 2 for it
+    proc = start(scratch, *RUN, "run_id=s", fault="after_writers@2:SIGSTOP")
     checkpoint = scratch / "results" / "s" / "Brain" / "checkpoint.pt"
-    wait_for(checkpoint.exists, 120)
-    proc.send_signal(sig)
+    signal_within(proc, sig, 0.0, wait_until(checkpoint.exists, proc))
     returncode, err = finish(proc)
-    if returncode == 0:
-        pytest.skip("the run ended before the signal arrived")
-    assert returncode == code
+    assert returncode == code, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert "Resume with: meta-train run_id=s resume=true" in err
     resumed, err = resume_until_done(scratch, "s")
@@ -91,11 +89,12 @@ def test_ctrl_c_and_sigterm_stop_cleanly_and_resume_bitwise(
     assert reference.matches(scratch / "results" / "s")
 
 
-def test_ctrl_c_during_start_up_is_one_line_without_a_resume_command(scratch: Path) -> None:
-    proc = start(scratch, *RUN, "run_id=early")
-    time.sleep(1.0)  # imports are under way, nothing is trained yet
-    proc.send_signal(signal.SIGINT)
+def test_ctrl_c_during_start_up_is_one_line_without_a_resume_command(
+    startup_life: float, scratch: Path
+) -> None:
+    proc = start(scratch, *RUN, "run_id=early", fault=STARTUP_END)
+    signal_within(proc, signal.SIGINT, 0.4 * startup_life, started(proc))  # imports under way
     returncode, err = finish(proc)
-    assert returncode in (130, -signal.SIGINT), err  # -SIGINT: before Python's own handler
+    assert returncode == 130, err
     assert "Traceback" not in err and "Resume with" not in err, err
-    assert err.count("\n") <= 1, err
+    assert err.count("\n") == 1, err

@@ -16,20 +16,23 @@ from meta.run.lock import RunLock, RunLocked, lock_path
 
 HOLD = textwrap.dedent(
     """
-    import sys, time
+    import sys
     from meta.run.lock import RunLock
     lock = RunLock(sys.argv[1], "run")
     lock.acquire()
     print("held", flush=True)
-    time.sleep(60)
+    sys.stdin.read()  # held until killed
     """
 )
 
 
 def _holder(results: Path) -> subprocess.Popen[str]:
-    """A process that takes the lock of run 'run' and sleeps."""
+    """A process that takes the lock of run 'run' and holds it until it is killed."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(results)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLD, str(results)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
@@ -80,22 +83,32 @@ def test_the_lock_lives_beside_the_run_directory(tmp_path: Path) -> None:
         RunLock(tmp_path, "a").acquire()  # a second descriptor in the same process is refused too
 
 
-def test_a_refusal_waits_for_the_holder_to_write_its_record(tmp_path: Path) -> None:
+def test_a_refusal_waits_for_the_holder_to_write_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import fcntl
     import json
     import socket
-    import threading
+    import time
 
     path = lock_path(tmp_path, "r")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)  # held, its record not written yet: the holder's first instant
     record = {"pid": os.getpid(), "host": socket.gethostname(), "since": 0.0}
-    writer = threading.Timer(0.1, lambda: os.pwrite(fd, json.dumps(record).encode(), 0))
-    writer.start()
+    waits: list[float] = []
+    pause = time.sleep
+
+    def sleep(seconds: float) -> None:  # the holder writes while the refused process waits
+        if not waits:
+            os.pwrite(fd, json.dumps(record).encode(), 0)
+        waits.append(seconds)
+        pause(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
     try:
         with pytest.raises(RunLocked, match=f"in use by pid {os.getpid()} on host"):
             RunLock(tmp_path, "r").acquire()
     finally:
-        writer.join()
         os.close(fd)
+    assert len(waits) == 1  # it found no record, waited once, and read the holder's

@@ -8,9 +8,9 @@ import sys
 from meta.runtime.slots import claimed_slot
 
 HOLD = (
-    "import sys, time; from meta.runtime.slots import claimed_slot\n"
+    "import sys; from meta.runtime.slots import claimed_slot\n"
     "with claimed_slot(int(sys.argv[1])) as slot:\n"
-    "    print(slot, flush=True); time.sleep(30)\n"
+    "    print(slot, flush=True); sys.stdin.read()\n"  # held until killed
 )
 
 
@@ -24,7 +24,9 @@ def test_holders_get_distinct_slots_and_a_released_slot_is_taken_again() -> None
 
 def test_a_slot_held_by_another_process_is_skipped_until_that_process_dies() -> None:
     port = 47002
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(port)], stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"1"
         with claimed_slot(port) as slot:
