@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 from dataclasses import dataclass
 
 from meta.config import RuntimeConfig
@@ -47,6 +48,12 @@ def join_or_start_ray(cfg: RuntimeConfig) -> Cluster:
             received.append(signal.SIGTERM)
             cluster = Cluster(started=True)
             _shutdown()
+        except RuntimeError:  # a start-up that failed under a held signal: the signal is the stop
+            if not received:
+                raise
+            cluster = Cluster(started=False)
+            if "ray" in sys.modules:
+                _shutdown()
     close_on_exit(cluster.close)
     if received:
         os.kill(os.getpid(), received[0])  # now that the cluster can be stopped with us
