@@ -244,7 +244,7 @@ def _eval(cfg: DictConfig) -> None:
         config.eval.validate()  # before torch is imported: a bad value fails in a moment
         config.runtime.validate()
         from meta.evaluation.evaluate import evaluate, plan
-        from meta.evaluation.plot import table
+        from meta.evaluation.table import table
 
         _set_threads(config)
         checked = plan(config, config.run_id)
@@ -258,7 +258,10 @@ def _eval(cfg: DictConfig) -> None:
         exit_at_once("meta-eval", "interrupted before writing results")
         fail("meta-eval", "interrupted before writing results; run it again to start over", code)
     exit_at_once("meta-eval", f"interrupted after writing results; {checked.out_dir} is complete")
-    print(table(cells, config.eval.success_target, config.eval.confidence))
+    from rich.console import Console
+
+    width = Console().width  # the terminal's; 80 (or $COLUMNS) in a pipe
+    print(table(cells, config.eval.success_target, config.eval.confidence, width))
     print(f"meta-eval: done. Results in {checked.out_dir} (selection.csv, steps_to_80.csv, ...)")
 
 
