@@ -19,7 +19,7 @@ from meta.config import Config
 from meta.run.interrupt import Terminated, raise_on_signals
 from meta.run.names import check_name, command, derived_run_id, run_command
 from meta.run.signals import exit_at_once, exit_code, forget_interrupt
-from meta.usage import did_you_mean, eval_argv
+from meta.usage import HELP_FLAGS, did_you_mean, eval_argv, wrapped_help
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 log = logging.getLogger("meta")
@@ -215,7 +215,7 @@ def train_main() -> None:
     _take_verbose()
     register_configs()
     precheck("meta-train", sys.argv[1:])
-    _hydra(_train)()
+    _run(_hydra(_train))
 
 
 def _take_verbose() -> None:
@@ -307,4 +307,12 @@ def eval_main() -> None:
             )
     precheck("meta-eval", sys.argv[1:])
     sys.argv[1:] = eval_argv(sys.argv[1:])
-    _hydra(_eval)()
+    _run(_hydra(_eval))
+
+
+def _run(main: Any) -> None:
+    """Hydra's main; a help screen it prints is folded to the terminal's width."""
+    if any(arg in HELP_FLAGS for arg in sys.argv[1:]):
+        wrapped_help(main)
+    else:
+        main()

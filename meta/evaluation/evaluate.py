@@ -167,8 +167,9 @@ def evaluate(
     own = executor is None
     executor = executor or make_executor(ev.workers, p.runtime)
     others = [s for s in ev.splits if s != ev.selection_split]
-    with EvalProgress(progress, console) as bar:
-        bar.plan(_phases(p, others))
+    bar = EvalProgress(progress, console)
+    bar.plan(_phases(p, others))  # before it shows: the first frame lists every phase
+    with bar:
         try:
             measurements, tried, selection = _adapt(p, executor, bar, others)
         finally:

@@ -5,7 +5,7 @@ pretraining (meta-steps of the baselines meta-eval trains, read from their statu
 any executor's trainings are counted), the adaptation jobs on the selection split, the choice
 of each start's procedure on them (bootstrapped), the jobs on the reported splits, and the
 statistics and plots. Each line's time counts from the start of its phase, and its time left
-is rich's estimate from the phase's own pace (`-:--:--` until it has one).
+is rich's estimate from the phase's pace so far (`-:--:--` until it has one).
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ FIXED = 4 + 7 + 11 + 7 + 4 + 7
 """Columns besides the label and the bar: gaps, `120/120`, unit, elapsed, `left`, time left."""
 log = logging.getLogger(__name__)
 POLL_S = 0.25
+SPEED_WINDOW_S = 24 * 3600.0
+"""A phase's pace is its whole own (its jobs cost alike), not rich's last 30 s."""
 """How often the joint pretraining's meta-steps are read from its status files."""
 
 
@@ -75,13 +77,14 @@ class EvalProgress:
             console=self.console,
             disable=not enabled,
             expand=False,
+            speed_estimate_period=SPEED_WINDOW_S,
         )
         self._tasks: dict[str, TaskID] = {}
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
     def plan(self, phases: Sequence[tuple[str, str, int, str]]) -> None:
-        """Every phase as (key, label, total, unit), shown in this order from now on."""
+        """Every phase as (key, label, total, unit), shown in this order."""
         width = max(len(label) for _, label, _, _ in phases)
         self._bar.bar_width = max(5, min(40, self.console.width - width - FIXED - 2))
         for key, label, total, unit in phases:
