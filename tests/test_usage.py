@@ -54,13 +54,15 @@ def test_help_screens_fit_80_columns_and_fold_long_values_between_words(program:
         narrow, wide = _help(program, *args), _help(program, *args, columns=1000)
         assert max(len(line) for line in narrow.splitlines()) <= 80, narrow
         assert narrow.split() == wide.split()  # the same words in order: none broken in two
-    assert "eval=quick" in _help("eval_main", "--help") and "eval: quick" in _help("train_main", "-h")
+    assert "eval=quick" in _help("eval_main", "--help")
+    assert "eval: quick" in _help("train_main", "-h")
 
 
 def test_wrap_help_folds_only_wide_lines_under_their_indent() -> None:
     text = "short\n  key=value, another_key=another_value, third=3\n"
     assert wrap_help(text, 80) == text
-    assert wrap_help(text, 30) == "short\n  key=value,\n    another_key=another_value,\n    third=3\n"
+    folded = "short\n  key=value,\n    another_key=another_value,\n    third=3\n"
+    assert wrap_help(text, 30) == folded
     assert wrap_help("  " + "x" * 40, 30) == "  " + "x" * 40  # a word wider than the line stays
 
 

@@ -43,7 +43,8 @@ def test_the_bar_covers_every_phase_with_its_time_left_in_80_columns(
     drawn = frames(screen.getvalue())
     assert drawn and all(len(frame) == len(PHASES) for frame in drawn)
     for frame in drawn:  # every phase on every frame, in order, each within 80 columns
-        assert [line[: len(label)] for line, label in zip(frame, PHASES)] == list(PHASES)
+        labels = [line[: len(label)] for line, label in zip(frame, PHASES, strict=True)]
+        assert labels == list(PHASES)
         assert all(len(line) <= 80 and LEFT.search(line) for line in frame), frame
     counts = [[LINE.search(line) for line in frame] for frame in drawn]
     first, last = counts[0], counts[-1]
@@ -55,7 +56,7 @@ def test_the_bar_covers_every_phase_with_its_time_left_in_80_columns(
     # while adaptation runs, the phases before it are complete and its time left is estimated
     running = [
         frame
-        for frame, match in zip(drawn, counts)
+        for frame, match in zip(drawn, counts, strict=True)
         if match[3] and 1 < int(match[3]["done"]) < int(match[3]["total"])
     ]
     assert running
