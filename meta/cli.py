@@ -20,7 +20,7 @@ from meta.errors import one_line
 from meta.run.interrupt import Terminated, raise_on_signals
 from meta.run.names import check_name, command, derived_run_id, run_command
 from meta.run.signals import exit_at_once, exit_code, forget_interrupt
-from meta.usage import did_you_mean, eval_argv
+from meta.usage import HELP_FLAGS, did_you_mean, eval_argv, wrapped_help
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 log = logging.getLogger("meta")
@@ -204,7 +204,7 @@ def train_main() -> None:
     _take_verbose()
     register_configs()
     precheck("meta-train", sys.argv[1:])
-    _hydra(_train)()
+    _run(_hydra(_train))
 
 
 def _take_verbose() -> None:
@@ -233,7 +233,7 @@ def _eval(cfg: DictConfig) -> None:
         config.eval.validate()  # before torch is imported: a bad value fails in a moment
         config.runtime.validate()
         from meta.evaluation.evaluate import evaluate, plan_eval
-        from meta.evaluation.plot import table
+        from meta.evaluation.table import table
 
         _set_threads(config)
         checked = plan_eval(config, config.run_id)
@@ -247,7 +247,10 @@ def _eval(cfg: DictConfig) -> None:
         exit_at_once("meta-eval", "interrupted before writing results")
         fail("meta-eval", "interrupted before writing results; run it again to start over", code)
     exit_at_once("meta-eval", f"interrupted after writing results; {checked.out_dir} is complete")
-    print(table(cells, config.eval.success_target, config.eval.confidence))
+    from rich.console import Console
+
+    width = Console().width  # the terminal's; 80 (or $COLUMNS) in a pipe
+    print(table(cells, config.eval.success_target, config.eval.confidence, width))
     print(f"meta-eval: done. Results in {checked.out_dir} (selection.csv, steps_to_80.csv, ...)")
 
 
@@ -293,4 +296,12 @@ def eval_main() -> None:
             )
     precheck("meta-eval", sys.argv[1:])
     sys.argv[1:] = eval_argv(sys.argv[1:])
-    _hydra(_eval)()
+    _run(_hydra(_eval))
+
+
+def _run(main: Any) -> None:
+    """Hydra's main; a help screen it prints is folded to the terminal's width."""
+    if any(arg in HELP_FLAGS for arg in sys.argv[1:]):
+        wrapped_help(main)
+    else:
+        main()

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import io
 import re
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -17,7 +23,38 @@ _GROUP = re.compile(r"Could not find '([^']+)/([^'/]+)'")
 
 def eval_argv(argv: list[str]) -> list[str]:
     """meta-eval's arguments, with its own help screen selected when help is asked for."""
-    return [*argv, EVAL_HELP] if any(arg in HELP_FLAGS for arg in argv) else argv
+    return [EVAL_HELP, *argv] if any(arg in HELP_FLAGS for arg in argv) else argv
+
+
+def wrap_help(text: str, width: int) -> str:
+    """`text` with each line wider than `width` folded between words (never inside one), its
+    continuations indented two columns deeper than it."""
+    lines = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        lines += textwrap.wrap(
+            line.strip(),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def wrapped_help(show: Callable[[], object]) -> None:
+    """Run `show` (Hydra printing a help screen) and print its screen folded to the terminal."""
+    screen = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(screen):
+            show()
+    finally:
+        sys.stdout.write(wrap_help(screen.getvalue(), shutil.get_terminal_size().columns))
+        sys.stdout.flush()
 
 
 def did_you_mean(error: BaseException, config_dir: str) -> str:

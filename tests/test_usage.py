@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 from meta.cli import CONFIG_DIR, precheck, register_configs
-from meta.usage import eval_argv, nearest_key, valid_keys
+from meta.usage import eval_argv, nearest_key, valid_keys, wrap_help
 
 
-def _help(program: str, *args: str) -> str:
+def _help(program: str, *args: str, columns: int = 80) -> str:
     script = f"import sys; from meta.cli import {program}; sys.argv[0] = 'x'; {program}()"
     done = subprocess.run(
-        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": str(columns)},
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -37,6 +42,28 @@ def test_meta_eval_has_its_own_help() -> None:
     assert text.startswith("meta-eval: does a meta-learned start adapt faster?")
     assert "eval.seeds=5" in text and "eval.budgets=[0, 1, 2, 5, 10, 20]" in text
     assert "--verbose" in text and "meta-train [--verbose]" not in text
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("program", ["train_main", "eval_main"])
+def test_help_screens_fit_80_columns_and_fold_long_values_between_words(program: str) -> None:
+    long = ["results_dir=results/" + "x" * 50]  # a line of 90 columns, of words that fit 80
+    if program == "eval_main":
+        long.append(f"eval.budgets=[{','.join(map(str, range(40)))}]")  # one of 160
+    for args in (["--help"], [*long, "--help"]):
+        narrow, wide = _help(program, *args), _help(program, *args, columns=1000)
+        assert max(len(line) for line in narrow.splitlines()) <= 80, narrow
+        assert narrow.split() == wide.split()  # the same words in order: none broken in two
+    assert "eval=quick" in _help("eval_main", "--help")
+    assert "eval: quick" in _help("train_main", "-h")
+
+
+def test_wrap_help_folds_only_wide_lines_under_their_indent() -> None:
+    text = "short\n  key=value, another_key=another_value, third=3\n"
+    assert wrap_help(text, 80) == text
+    folded = "short\n  key=value,\n    another_key=another_value,\n    third=3\n"
+    assert wrap_help(text, 30) == folded
+    assert wrap_help("  " + "x" * 40, 30) == "  " + "x" * 40  # a word wider than the line stays
 
 
 @pytest.mark.parametrize(
@@ -77,4 +104,6 @@ def test_nearest_key_prefers_the_same_section() -> None:
 
 def test_meta_eval_selects_its_help_only_with_help() -> None:
     assert eval_argv(["run_id=r"]) == ["run_id=r"]
-    assert eval_argv(["--help"]) == ["--help", "hydra/help=eval"]
+    assert eval_argv(["--help"]) == ["hydra/help=eval", "--help"]
+    # before the flag: argparse takes the overrides only before or only after it
+    assert eval_argv(["run_id=r", "-h"]) == ["hydra/help=eval", "run_id=r", "-h"]

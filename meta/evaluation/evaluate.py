@@ -22,14 +22,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.console import Console
 
 from meta.algorithm.ppo.weights import Weights
 from meta.evaluation.adapt import AdaptJob, adapt_job
@@ -37,6 +30,16 @@ from meta.evaluation.config import EvalConfig, Procedure
 from meta.evaluation.executor import Executor, SequentialExecutor, make_executor
 from meta.evaluation.plan import EVAL_DIR, EvalPlan, plan_eval
 from meta.evaluation.plot import plot
+from meta.evaluation.progress import (
+    ADAPTATION,
+    CHOICE,
+    PRETRAINING,
+    SELECTION,
+    STATISTICS,
+    STATISTICS_STEPS,
+    EvalProgress,
+    meta_steps_done,
+)
 from meta.evaluation.runs import JOINT_RUN, JointBaseline, joint_weights
 from meta.evaluation.selection import SelectionRow, chosen, select
 from meta.evaluation.statistics import Cell, Measurement, steps_to_target, summarise
@@ -56,33 +59,51 @@ __all__ = [
 ]
 
 
-def _bar(enabled: bool) -> Progress:
-    return Progress(
-        TextColumn("meta-eval {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
-        disable=not enabled,
-    )
-
-
-def _starts(p: EvalPlan, executor: Executor, say: Callable[[str], None]) -> list[list[Start]]:
+def _starts(p: EvalPlan, executor: Executor, bar: EvalProgress) -> list[list[Start]]:
     """Per run: every start as (method, pretraining, weights); baselines trained first."""
-    method = p.setting.run.meta.algorithm
     # joint baselines write run directories: on Ray they train here, on the driver
     trainer = SequentialExecutor() if p.runtime.backend == "ray" else executor
     flat = [j for r in p.runs for j in r.joints]
-    weights = iter(joint_weights(flat, trainer, say))
+    bar.watch([j for j in flat if j.train is not None])
+    weights = iter(joint_weights(flat, trainer, bar.say))
+    bar.stop_watching()
+    bar.done(PRETRAINING)
+    return [
+        [(m, pre, next(weights) if m == JOINT_RUN else w) for m, pre, w in starts]
+        for starts in _unweighted(p)
+    ]
+
+
+def _unweighted(p: EvalPlan) -> list[list[Start]]:
+    """Per run: every start, the joint ones still without their weights."""
+    method = p.setting.run.meta.algorithm
     out = []
     for run in p.runs:
         starts: list[Start] = [(method, "", run.weights)]
         starts += [(name, "", w) for name, w in sorted(run.others.items())]
         starts.append(("scratch", "", None))
-        starts += [(JOINT_RUN, j.pretraining, next(weights)) for j in run.joints]
+        starts += [(JOINT_RUN, j.pretraining, None) for j in run.joints]
         out.append(starts)
     return out
+
+
+def _phases(p: EvalPlan, others: Sequence[str]) -> list[tuple[str, str, int, str]]:
+    """meta-eval's phases as (key, label, total, unit), in the order they run."""
+    ev, starts = p.setting.eval, _unweighted(p)
+    pending = [j for r in p.runs for j in r.joints if j.train is not None]
+    steps = sum(j.train.meta.steps - meta_steps_done(j) for j in pending if j.train)
+    first: dict[str, str] = {}  # one candidate per start and family is reported: count the first
+    for run in starts:
+        for name, pretraining, _ in run:
+            first.setdefault(name, pretraining)
+    selection = _jobs(p, starts, [ev.selection_split], lambda *_: ev.adaptation)
+    reported = _jobs(p, starts, others, lambda _, m, pre: ev.adaptation[:1] * (first[m] == pre))
+    phases = [(PRETRAINING, "joint pretraining", steps, "meta-steps")] if pending else []
+    phases.append((SELECTION, f"selection ({ev.selection_split})", len(selection), "jobs"))
+    phases.append((CHOICE, "choice of procedures", 1, "step"))
+    if reported:
+        phases.append((ADAPTATION, f"adaptation ({'+'.join(others)})", len(reported), "jobs"))
+    return [*phases, (STATISTICS, "statistics, plots", len(STATISTICS_STEPS), "steps")]
 
 
 def _jobs(
@@ -123,48 +144,67 @@ def _jobs(
 
 
 def _run_jobs(
-    jobs: list[AdaptJob], executor: Executor, progress: bool, what: str
+    jobs: list[AdaptJob], executor: Executor, bar: EvalProgress, phase: str
 ) -> list[Measurement]:
     measurements: list[Measurement] = []
-    with _bar(progress) as bar:
-        task = bar.add_task(what, total=len(jobs))
-        for rows in executor.map(adapt_job, jobs):
-            measurements += rows
-            bar.advance(task)
+    bar.begin(phase, len(jobs))
+    for rows in executor.map(adapt_job, jobs):
+        measurements += rows
+        bar.advance(phase)
     return measurements
 
 
-def evaluate(p: EvalPlan, progress: bool = False, executor: Executor | None = None) -> list[Cell]:
-    """Select each start's procedure, adapt every start on every task and seed, write it all."""
+def evaluate(
+    p: EvalPlan,
+    progress: bool = False,
+    executor: Executor | None = None,
+    console: Console | None = None,
+) -> list[Cell]:
+    """Select each start's procedure, adapt every start on every task and seed, write it all.
+
+    `progress` shows meta-eval's bar (meta.evaluation.progress) on `console` (stdout's).
+    """
     ev = p.setting.eval
     own = executor is None
     executor = executor or make_executor(ev.workers, p.runtime)
+    others = [s for s in ev.splits if s != ev.selection_split]
+    bar = EvalProgress(progress, console)
+    bar.set_phases(_phases(p, others))  # before it shows: the first frame lists every phase
+    with bar:
+        try:
+            measurements, tried, selection = _adapt(p, executor, bar, others)
+        finally:
+            if own:
+                executor.close()
+            if p.cluster is not None:
+                p.cluster.close()
+        return _write(p, measurements, tried, selection, bar)
+
+
+def _adapt(
+    p: EvalPlan, executor: Executor, bar: EvalProgress, others: Sequence[str]
+) -> tuple[list[Measurement], list[Measurement], list[SelectionRow]]:
+    """The reported measurements, the selection split's, and the selection made on them."""
+    ev = p.setting.eval
     options = {"seed": p.setting.seed, "samples": ev.bootstrap_samples}
-    try:
-        starts = _starts(p, executor, print if progress else log.info)
-        every = _jobs(p, starts, [ev.selection_split], lambda *_: ev.adaptation)
-        tried = _run_jobs(every, executor, progress, f"selection on {ev.selection_split}")
-        selection = select(tried, ev.selection_split, ev.success_target, **options)
-        picked = chosen(selection)
-        by_label = {p.setting.label(a): a for a in ev.adaptation}
+    starts = _starts(p, executor, bar)
+    every = _jobs(p, starts, [ev.selection_split], lambda *_: ev.adaptation)
+    tried = _run_jobs(every, executor, bar, SELECTION)
+    bar.begin(CHOICE, 1)
+    selection = select(tried, ev.selection_split, ev.success_target, **options)
+    bar.advance(CHOICE)
+    picked = chosen(selection)
+    by_label = {p.setting.label(a): a for a in ev.adaptation}
 
-        def selected(family: str, method: str, pretraining: str) -> list[Procedure]:
-            best = picked[family, method]
-            return [by_label[best[1]]] if best[0] == pretraining else []
+    def selected(family: str, method: str, pretraining: str) -> list[Procedure]:
+        best = picked[family, method]
+        return [by_label[best[1]]] if best[0] == pretraining else []
 
-        others = [s for s in ev.splits if s != ev.selection_split]
-        measurements = [m for m in tried if picked[m.family, m.method] == _key(m)]
-        if ev.selection_split not in ev.splits:
-            measurements = []
-        measurements += _run_jobs(
-            _jobs(p, starts, others, selected), executor, progress, f"{len(p.runs)} run(s)"
-        )
-    finally:
-        if own:
-            executor.close()
-        if p.cluster is not None:
-            p.cluster.close()
-    return _write(p, measurements, tried, selection)
+    measurements = [m for m in tried if picked[m.family, m.method] == _key(m)]
+    if ev.selection_split not in ev.splits:
+        measurements = []
+    measurements += _run_jobs(_jobs(p, starts, others, selected), executor, bar, ADAPTATION)
+    return measurements, tried, selection
 
 
 def _key(m: Measurement) -> tuple[str, str]:
@@ -176,6 +216,7 @@ def _write(
     measurements: list[Measurement],
     tried: list[Measurement],
     selection: list[SelectionRow],
+    bar: EvalProgress,
 ) -> list[Cell]:
     """Every output file; returns the pooled cells."""
     ev = p.setting.eval
@@ -183,7 +224,9 @@ def _write(
     measurements.sort(key=lambda m: order[m.split])
     options = {"seed": p.setting.seed, "samples": ev.bootstrap_samples}
     stats = {**options, "confidence": ev.confidence}
+    bar.begin(STATISTICS, len(STATISTICS_STEPS))
     cells = summarise(measurements, **stats, target=ev.success_target)
+    bar.advance(STATISTICS)
     per_seed = [
         cell
         for run in p.runs
@@ -191,6 +234,7 @@ def _write(
             [m for m in measurements if m.meta_seed == run.seed], **stats, target=ev.success_target
         )
     ]
+    bar.advance(STATISTICS)
     picked = chosen(selection)
     steps = [
         replace(
@@ -201,13 +245,16 @@ def _write(
         )
         for s in steps_to_target(measurements, ev.success_target, **stats)
     ]
+    bar.advance(STATISTICS)
     write_csv(p.out_dir / "selection.csv", selection)
     write_csv(p.out_dir / "selection_adaptation.csv", tried)
     write_csv(p.out_dir / "adaptation.csv", measurements)
     write_csv(p.out_dir / "summary.csv", cells)
     write_csv(p.out_dir / "summary_per_seed.csv", per_seed)
     write_csv(p.out_dir / "steps_to_80.csv", steps)
+    bar.advance(STATISTICS)
     plot(cells, p.out_dir / "adaptation.png", ev.confidence, per_seed, ev.success_target)
+    bar.advance(STATISTICS)
     return cells
 
 

@@ -1,9 +1,8 @@
-"""meta-eval's report: adaptation curves with confidence bands, and the console table."""
+"""meta-eval's figure: adaptation curves with confidence bands (adaptation.png)."""
 
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -85,46 +84,3 @@ def plot(
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
     atomic_write_bytes(path, buffer.getvalue())
-
-
-def _ci(cell: Cell | None, metric: str) -> str:
-    if cell is None:
-        return "-"
-    iqm, low, high = (getattr(cell, f"{metric}_{k}") for k in ("iqm", "low", "high"))
-    return f"{iqm:6.3f} [{low:6.3f}, {high:6.3f}]"
-
-
-def _steps(value: float) -> str:
-    return "not reached" if math.isnan(value) else str(int(value))
-
-
-def table(cells: Sequence[Cell], target: float = 0.8, confidence: float = 0.95) -> str:
-    """The summary as text: IQM [CI] per env steps and method, then steps to the success target."""
-    names, width = methods(cells), 25
-    lines = []
-    for family, split in panels(cells):
-        panel = [c for c in cells if (c.family, c.split) == (family, split)]
-        for metric in ("success", "reward"):
-            lines.append(
-                f"{family} / {split} tasks: {METRIC_LABELS[metric]}, "
-                f"IQM [{confidence:.0%} CI] over {max(c.n for c in panel)} task-seeds"
-            )
-            lines.append(f"{'env steps':>9}  " + "".join(f"{m:<{width}}" for m in names))
-            # One axis for every start: procedures with other update sizes sit on other rows.
-            for steps in sorted({c.env_steps for c in panel}):
-                row = {c.method: c for c in panel if c.env_steps == steps}
-                text = "".join(f"{_ci(row.get(m), metric):<{width}}" for m in names)
-                lines.append(f"{steps:>9}  {text}")
-            lines.append("")
-    lines.append(f"Adaptation env steps until the success IQM reaches {target:g} (steps_to_80.csv)")
-    lines.append(f"{'family':<12} {'split':<10} " + "".join(f"{m:<14}" for m in names))
-    for family, split in panels(cells):
-        reached = {c.method: c.steps_to_80 for c in cells if (c.family, c.split) == (family, split)}
-        text = "".join(f"{_steps(reached.get(m, math.nan)):<14}" for m in names)
-        lines.append(f"{family:<12} {split:<10} {text}")
-    procedures = dict.fromkeys((c.family, c.method, c.adaptation, c.pretraining) for c in cells)
-    lines.append("Adaptation procedures (selected on the selection split)")
-    for family, method, adaptation, pretraining in procedures:
-        pre = f" (pretrained: {pretraining})" if pretraining else ""
-        lines.append(f"  {family:<12} {method:<10} {adaptation}{pre}")
-    return "\n".join(lines)

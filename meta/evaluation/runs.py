@@ -158,6 +158,7 @@ def joint_training(run: Config, eval_dir: Path, settings: Procedure | None = Non
         initialize_from=None,
         eval=EvalConfig(),
         runtime=RuntimeConfig(),  # a chain of trainings: nothing to run side by side
+        logger=replace(run.logger, console=False),  # meta-eval's bar counts its meta-steps
     )
     joint_dir, label = eval_dir / name, pretraining_label(ppo)
     same = _same_config(joint_dir, cfg)

@@ -8,21 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from meta.report.figure import plot
 from meta.report.runs import ReportError, find_runs, read_run
 from meta.report.settings import Setting, group
-from meta.report.table import (
-    Options,
-    Row,
-    cells,
-    header,
-    legend,
-    markdown,
-    summarise,
-    to_csv,
-)
+from meta.report.table import Options, Row, console_tables, legend, markdown, summarise, to_csv
 
 PROGRAM = "meta-report"
 NEVER_POOLED = ("meta.algorithm", "meta.tasks", "meta.split")
@@ -96,16 +86,6 @@ def _under(key: str, sections: Sequence[str]) -> bool:
     return any(key == s or key.startswith(s + ".") for s in sections)
 
 
-def console_table(rows: Sequence[Row], last: int) -> Table:
-    """The rich table."""
-    table = Table(title="meta-report", show_lines=False)
-    for i, title in enumerate(header(rows, last)):
-        table.add_column(title, justify="left" if i == 0 else "right", overflow="fold")
-    for row in rows:
-        table.add_row(*cells(row, rows))
-    return table
-
-
 def report(args: argparse.Namespace) -> Path:
     """Read, summarise, print and write; ReportError before anything is written."""
     if args.last < 1:
@@ -124,7 +104,7 @@ def report(args: argparse.Namespace) -> Path:
         console.width = 1000  # a pipe or a file: one line per row, however wide
     for line in lines:
         console.print(f"{PROGRAM}: {line}", markup=False, highlight=False)
-    console.print(console_table(rows, args.last))
+    console.print(*console_tables(rows, args.last, console.width))
     for line in legend(rows, args.last):
         console.print(line, markup=False, highlight=False)
     write(out, rows, differing, lines, args)

@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from rich.cells import cell_len
+from rich.table import Table
 
 from meta.evaluation.metric import describe
+from meta.evaluation.table import grid
 from meta.report.heldout import HeldOut, held_out
 from meta.report.runs import Run
 from meta.report.settings import Estimate, Setting, final, pooled
@@ -186,3 +189,41 @@ def markdown(rows: Sequence[Row], last: int) -> str:
     lines = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells(r, rows)) + " |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def console_tables(rows: Sequence[Row], last: int, width: int) -> list[Table]:
+    """The text table for a console `width` columns wide: the columns that do not fit beside the
+    setting go to further tables, each with the setting again, and cells wrap between words."""
+    titles, body = header(rows, last), [cells(r, rows) for r in rows]
+    columns = [[title, *(line[i] for line in body)] for i, title in enumerate(titles)]
+    setting = min(_widest(columns[0]), max(_longest_word(columns[0]), width // 3))
+    groups: list[list[int]] = [[]]
+    used = setting
+    for i, column in enumerate(columns[1:], start=1):
+        need = _widest(column) + GAP
+        if groups[-1] and used + need > width:
+            groups.append([])
+            used = setting
+        groups[-1].append(i)
+        used += need
+    tables = []
+    for n, group in enumerate(groups):
+        table = grid(titles[0], *(titles[i] for i in group), right=range(1, len(group) + 1))
+        table.title = "meta-report" if n == 0 else None
+        table.title_justify = "left"
+        for line in body:
+            table.add_row(line[0], *(line[i] for i in group))
+        tables.append(table)
+    return tables
+
+
+GAP = 2
+"""Columns between two cells of a console table."""
+
+
+def _widest(column: Sequence[str]) -> int:
+    return max(cell_len(line) for cell in column for line in cell.splitlines() or [""])
+
+
+def _longest_word(column: Sequence[str]) -> int:
+    return max((cell_len(word) for cell in column for word in cell.split()), default=1)

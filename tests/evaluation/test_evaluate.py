@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -259,6 +260,34 @@ def test_cli_errors_are_one_line_and_write_nothing(
     assert len(lines) == 1 and lines[0].startswith("meta-eval: error: "), done.stderr
     assert message in lines[0]
     assert listing(tmp_path) == before
+
+
+@pytest.mark.integration
+def test_eval_quick_on_the_command_line_writes_every_output_in_80_columns(
+    tiny_config: Factory, tmp_path: Path
+) -> None:
+    train(tiny_config("meta.steps=1"), "quick")
+    results = tmp_path / "results"
+    args = ["run_id=quick", f"results_dir={results}", "eval=quick", "eval.buffer_size=128"]
+    args += ["eval.budgets=[0,1]", "eval.seeds=1", "eval.tasks_per_family=1"]  # episodes: quick's
+    code = "import sys; from meta.cli import eval_main; sys.argv[0] = 'meta-eval'; eval_main()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert done.returncode == 0, done.stderr
+    out = results / "quick" / "eval"
+    for name in ("adaptation.csv", "summary.csv", "steps_to_80.csv", "adaptation.png"):
+        assert (out / name).stat().st_size > 0, name
+    # quick's 32 episodes a measurement (the default's 64): 2 whole episodes of each of 16 areas
+    assert {r["episodes"] for r in read_csv(out / "adaptation.csv")} == {"32"}
+    *lines, last = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80  # the bar and the tables; `last` names paths
+    assert sum("task-seeds" in line for line in lines) == 8  # 2 families x 2 splits x 2 metrics
+    assert last.startswith("meta-eval: done.")
 
 
 # --- several meta-training runs ----------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 from tinyconfig import TINY, TINY_EVAL, compose_config
 
 from meta.config import Config
@@ -21,8 +23,9 @@ from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.statistics import iqm
 from meta.report.cli import main
 from meta.report.figure import curve
-from meta.report.runs import Run, read_steps
-from meta.report.settings import Setting
+from meta.report.runs import Run, find_runs, read_run, read_steps
+from meta.report.settings import Setting, group
+from meta.report.table import Options, console_tables, summarise
 from meta.run.lock import lock_path
 from meta.trainer import train
 
@@ -114,6 +117,32 @@ def test_held_out_results_where_meta_eval_ran(
         (cell,) = [c for c in cells if (c.method, c.split, c.budget) == ("reptile", "test", budget)]
         assert float(evaluated[f"heldout_success@{budget}"]) == pytest.approx(cell.success_iqm)
         assert other[f"heldout_success@{budget}"] == ""
+
+
+def test_the_console_table_fits_80_columns_without_breaking_a_word(
+    sweep: Path, tiny_config: Callable[..., Config]
+) -> None:
+    ids = "eval.run_ids=[lr0.1-s0,lr0.1-s1]"
+    evaluate(plan_eval(tiny_config("run_id=lr0.1-s0", *TINY_EVAL, ids), "lr0.1-s0"))
+    runs = [read_run(p) for p in find_runs([str(sweep)], str(sweep))]
+    rows = summarise(group(runs)[0], Options(budgets=(0, 1)))
+    rendered = {}
+    for width in (80, 1000):
+        console = Console(file=io.StringIO(), width=width, color_system=None)
+        console.print(*console_tables(rows, 10, width))
+        rendered[width] = console.file.getvalue()  # type: ignore[attr-defined]
+    narrow, wide = rendered[80], rendered[1000]
+    assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 80
+    # a word folded across lines (`meta.oute` / `r_lr=0.1`) would leave two others instead
+    assert words(narrow) == words(wide)
+    assert len(wide.splitlines()) == 3 + len(rows)  # one table: title, header, rule, rows
+    assert narrow.split().count("setting") > 1  # the columns that did not fit: a table more
+    assert "meta.outer_lr=0.1" in narrow.split() and "held-out" in narrow.split()
+
+
+def words(text: str) -> set[str]:
+    """The words of a rendering, rules left out."""
+    return {w for w in text.split() if set(w) != {"─"}}
 
 
 def test_a_live_run_is_listed_as_running_up_to_its_last_commit(
