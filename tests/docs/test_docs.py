@@ -196,3 +196,29 @@ def test_every_command_of_the_manual_composes(path: Path) -> None:
 
 def test_the_manual_has_commands_to_check() -> None:
     assert sum(len(commands(path.read_text())) for path in _sources()) >= 15
+
+
+def _architecture_rows() -> list[tuple[str, str]]:
+    """(first cell, whole row) of each table row of docs/architecture.md."""
+    rows = []
+    for line in (DOCS / "architecture.md").read_text().splitlines():
+        if line.startswith("| `"):
+            rows.append((line.split(" | ")[0], line))
+    return rows
+
+
+def test_the_architecture_page_names_every_module_in_its_folders_row() -> None:
+    rows = _architecture_rows()
+    unnamed = []
+    for package in ("meta", "envs", "hydra_plugins"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name == "__init__.py":
+                continue
+            rel = path.relative_to(ROOT)
+            folder = f"`{rel.parent.as_posix()}/`"
+            named = any(f"`{rel.as_posix()}`" in first for first, _ in rows) or any(
+                folder in first and f"`{path.name}`" in row for first, row in rows
+            )
+            if not named:
+                unnamed.append(rel.as_posix())
+    assert not unnamed, f"docs/architecture.md does not name: {unnamed}"
