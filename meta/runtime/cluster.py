@@ -7,6 +7,8 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from meta.config import RuntimeConfig
@@ -70,19 +72,42 @@ def _connect(cfg: RuntimeConfig) -> Cluster:
         if cfg.address not in (None, "auto"):
             _answers(cfg.address)
         try:
-            ray.init(
-                # "local" always starts a cluster of our own; None would join a running one
-                address=cfg.address or "local",
-                num_cpus=cfg.num_cpus if cfg.address is None else None,
-                include_dashboard=False,
-                logging_level=logging.ERROR,
-            )
+            with _held_sigterm_kept():
+                ray.init(
+                    # "local" always starts a cluster of our own; None would join a running one
+                    address=cfg.address or "local",
+                    num_cpus=cfg.num_cpus if cfg.address is None else None,
+                    include_dashboard=False,
+                    logging_level=logging.ERROR,
+                )
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
             where = "start a local Ray cluster" if cfg.address is None else f"join {cfg.address}"
             raise RuntimeError(f"runtime=ray: could not {where}: {first_line(error)}") from error
         cluster.started = True
     _check_room(cfg, cluster)
     return cluster
+
+
+@contextmanager
+def _held_sigterm_kept() -> Iterator[None]:
+    """ray.init without replacing the held SIGTERM handler by its own.
+
+    Ray's (`sys.exit(signum)`, set through `ray._private.utils.set_sigterm_handler`: Ray has no
+    public switch) raises SystemExit wherever the signal lands; in an at-fork callback CPython
+    ignores that exception, the signal is lost and the run goes on. Held, it stops the run once
+    Ray has started. A Ray without that function keeps its handler (caught as SystemExit above).
+    """
+    from ray._private import utils
+
+    original = getattr(utils, "set_sigterm_handler", None)
+    if original is None:
+        yield
+        return
+    utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        utils.set_sigterm_handler = original
 
 
 def _shutdown() -> None:
