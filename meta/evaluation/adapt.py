@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
@@ -26,10 +26,14 @@ from meta.evaluation.games import adapt_game, game_columns, measure_game
 from meta.evaluation.statistics import Measurement
 from meta.evaluation.tasks import EvalTask, derived_seed
 from meta.runtime.envpool import EnvPool
+from meta.runtime.executor import Executor, retrying
+from meta.runtime.jobs import Call
 from meta.runtime.slots import claimed_slot
 
 Act = Callable[[np.ndarray], np.ndarray]
 _ADAPT, _MEASURE = 0xADA7, 0xE7A1
+RETRIES = 3
+"""Lost workers (a Ray actor's process died) meta-eval retries in all before it gives up."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,11 @@ class AdaptJob:
     """How the start adapts (optimizer, learning rate, update size)."""
     pretraining: str = ""
     """joint: the PPO settings its start was pretrained with (recorded)."""
+
+
+def adaptations(executor: Executor, jobs: Sequence[AdaptJob]) -> Iterator[list[Measurement]]:
+    """Every job's measurements on `executor`, in the jobs' order."""
+    return executor.run([Call(adapt_job, job) for job in jobs], retrying(RETRIES))
 
 
 def adapt_job(job: AdaptJob) -> list[Measurement]:

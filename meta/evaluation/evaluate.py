@@ -25,9 +25,8 @@ from typing import Any
 from rich.console import Console
 
 from meta.algorithm.ppo.weights import Weights
-from meta.evaluation.adapt import AdaptJob, adapt_job
+from meta.evaluation.adapt import AdaptJob, adaptations
 from meta.evaluation.config import EvalConfig, Procedure
-from meta.evaluation.executor import Executor, SequentialExecutor, make_executor
 from meta.evaluation.plan import EVAL_DIR, EvalPlan, plan_eval
 from meta.evaluation.plot import plot
 from meta.evaluation.progress import (
@@ -44,6 +43,8 @@ from meta.evaluation.runs import JOINT_RUN, JointBaseline, joint_weights
 from meta.evaluation.selection import SelectionRow, chosen, select
 from meta.evaluation.statistics import Cell, Measurement, steps_to_target, summarise
 from meta.run.atomic import atomic_write_text
+from meta.runtime.envpool import EnvPool
+from meta.runtime.executor import Executor, LocalExecutor, make_executor
 
 log = logging.getLogger(__name__)
 Start = tuple[str, str, "Weights | None"]
@@ -62,7 +63,7 @@ __all__ = [
 def _starts(p: EvalPlan, executor: Executor, bar: EvalProgress) -> list[list[Start]]:
     """Per run: every start as (method, pretraining, weights); baselines trained first."""
     # joint baselines write run directories: on Ray they train here, on the driver
-    trainer = SequentialExecutor() if p.runtime.backend == "ray" else executor
+    trainer = LocalExecutor(EnvPool(p.setting.run.env)) if p.runtime.backend == "ray" else executor
     flat = [j for r in p.runs for j in r.joints]
     bar.watch([j for j in flat if j.train is not None])
     weights = iter(joint_weights(flat, trainer, bar.say))
@@ -148,7 +149,7 @@ def _run_jobs(
 ) -> list[Measurement]:
     measurements: list[Measurement] = []
     bar.begin(phase, len(jobs))
-    for rows in executor.map(adapt_job, jobs):
+    for rows in adaptations(executor, jobs):
         measurements += rows
         bar.advance(phase)
     return measurements
@@ -166,7 +167,7 @@ def evaluate(
     """
     ev = p.setting.eval
     own = executor is None
-    executor = executor or make_executor(ev.workers, p.runtime)
+    executor = executor or make_executor(p.runtime, p.setting.run.env, ev.workers)
     others = [s for s in ev.splits if s != ev.selection_split]
     bar = EvalProgress(progress, console)
     bar.set_phases(_phases(p, others))  # before it shows: the first frame lists every phase

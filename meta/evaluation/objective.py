@@ -14,12 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from meta.config import Config
-from meta.evaluation.adapt import AdaptJob, adapt_job
+from meta.evaluation.adapt import AdaptJob, adaptations
 from meta.evaluation.evaluate import plan_eval, write_csv
-from meta.evaluation.executor import make_executor
 from meta.evaluation.metric import OBJECTIVE_FILE, STEPS, parse_metric, pooled_families
 from meta.evaluation.statistics import Measurement, steps_to_target, summarise
 from meta.run.atomic import atomic_write_text
+from meta.runtime.executor import make_executor
 
 
 def measure_objective(config: Config, run_dir: Path) -> float | None:
@@ -43,9 +43,9 @@ def measure_objective(config: Config, run_dir: Path) -> float | None:
         for task in tasks
         for seed in range(ev.seeds)
     ]
-    executor = make_executor(ev.workers, checked.runtime)
+    executor = make_executor(checked.runtime, checked.setting.run.env, ev.workers)
     try:
-        measurements = [m for rows in executor.map(adapt_job, jobs) for m in rows]
+        measurements = [m for rows in adaptations(executor, jobs) for m in rows]
     finally:
         executor.close()
         if checked.cluster is not None:

@@ -17,10 +17,11 @@ from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
 from meta.evaluation.config import EvalConfig, Procedure
-from meta.evaluation.executor import Executor
 from meta.run.configuration import flatten
 from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError, latest_weights
 from meta.run.status import TrainingStatus
+from meta.runtime.executor import Executor
+from meta.runtime.jobs import Call
 
 log = logging.getLogger(__name__)
 JOINT_RUN = "joint"
@@ -201,7 +202,7 @@ def joint_weights(
             "meta-eval: training the joint baseline (meta.algorithm=joint) in "
             f"{Path(joint.results_dir) / joint.run_id}"
         )
-    for _ in executor.map(train_joint, pending):
+    for _ in executor.run([Call(train_joint, joint) for joint in pending]):
         pass
     return [latest_weights(j.results_dir, j.run_id) for j in joints]
 

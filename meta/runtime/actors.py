@@ -1,11 +1,12 @@
-"""A meta-step's inner trainings on Ray actors that own their environments.
+"""Jobs on Ray actors that own their environments: meta-train's trainings, meta-eval's adaptations.
 
 Each actor keeps an environment pool for the life of the run, so builds (env.backend=unity)
 stay alive across meta-steps; its builds take a block of worker ids (ports) no other actor or
 the driver uses, and a replacement actor takes a fresh block, since a killed actor's builds
-may outlive it for a while. A start shared by several requests (θ) goes to the object store
-once; requests go to whichever actor is free, and results come back in the requests' order, so
-the outer update sees exactly what the local executor gives it.
+may outlive it for a while. A start shared by several trainings (θ) goes to the object store
+once; jobs go to whichever actor is free, and results come back in the jobs' order, so the
+outer update and meta-eval's tables see exactly what the local executor gives them. Actors
+start with the first jobs, so a driver may use the cluster before (meta-eval's baselines).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import ray
@@ -24,11 +25,12 @@ from ray.exceptions import ActorUnavailableError, ObjectLostError, RayActorError
 
 from meta.algorithm.ppo.rollout import NullTimers
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.request import TrainRequest, TrainResult
 from meta.config import EnvConfig, RuntimeConfig
 from meta.runtime.envpool import EnvPool
-from meta.runtime.executor import OnCrash
-from meta.runtime.jobs import run_request
+from meta.runtime.executor import OnCrash, give_up
+from meta.runtime.jobs import Job, Training
+
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 10.0
@@ -39,19 +41,21 @@ LOST = (RayActorError, ActorUnavailableError, ObjectLostError)
 """What ray.get raises when an actor's process, or its node, is gone."""
 
 
-class InnerWorker:
-    """A Ray actor: runs training requests on environments it keeps between meta-steps."""
+class Worker:
+    """A Ray actor: runs jobs on environments it keeps between meta-steps."""
 
     def __init__(self, env: EnvConfig, slot: int, threads: int, log_folder: str | None) -> None:
         torch.set_num_threads(threads)
         self.pool = EnvPool(env, slot)
         self.pool.log_folder = log_folder
 
-    def run(self, start: Arrays, request: TrainRequest) -> tuple[TrainResult, Arrays]:
-        """One training from `start` (Ray resolves it from the object store); φ as arrays."""
-        request = replace(request, weights=to_torch(start))
-        result = run_request(request, self.pool, NullTimers())
-        return replace(result, weights={}), to_numpy(result.weights)
+    def run(self, start: Arrays | None, job: Job[Any]) -> tuple[Any, Arrays | None]:
+        """One job; a training from `start` (Ray resolves it from the object store), φ as arrays."""
+        if isinstance(job, Training):
+            assert start is not None
+            result = job.starting_from(to_torch(start))(self.pool, NullTimers())
+            return replace(result, weights={}), to_numpy(result.weights)
+        return job(self.pool, NullTimers()), None
 
     def pid(self) -> int:
         """This actor's process id (for the fault tests and the benchmark)."""
@@ -66,7 +70,7 @@ class InnerWorker:
         self.pool.close()
 
 
-RemoteWorker: Any = ray.remote(max_restarts=0)(InnerWorker)
+RemoteWorker: Any = ray.remote(max_restarts=0)(Worker)
 
 
 def to_numpy(weights: Weights) -> Arrays:
@@ -80,14 +84,20 @@ def to_torch(arrays: Arrays) -> Weights:
 
 
 class RayExecutor:
-    """Inner trainings on `runtime.num_actors` actors; a lost actor is replaced, its job retried."""
+    """Jobs on `runtime.num_actors` actors; a lost actor is replaced, its job retried."""
 
     def __init__(self, cfg: RuntimeConfig, env: EnvConfig, log_folder: str | None) -> None:
         self.cfg, self.env, self.log_folder = cfg, env, log_folder
         self._next_slot = 1  # slot 0 is the driver's pool
         self._theta: Weights | None = None
         self._theta_ref: Any = None
-        self.actors = [self._spawn() for _ in range(cfg.num_actors)]
+        self.actors: list[Any] = []
+
+    def _started(self) -> list[Any]:
+        """The actors, started on the first call."""
+        if not self.actors:
+            self.actors = [self._spawn() for _ in range(self.cfg.num_actors)]
+        return self.actors
 
     def _spawn(self) -> Any:
         slot, self._next_slot = self._next_slot, self._next_slot + 1
@@ -96,27 +106,29 @@ class RayExecutor:
 
     def pids(self) -> list[int]:
         """The actors' process ids, in actor order."""
-        return list(ray.get([actor.pid.remote() for actor in self.actors]))
+        return list(ray.get([actor.pid.remote() for actor in self._started()]))
 
-    def run(self, requests: Sequence[TrainRequest], on_crash: OnCrash) -> list[TrainResult]:
-        """Every result, in order; requests go to free actors, a shared start is put once."""
+    def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
+        """Every result, in order; jobs go to free actors, a shared start is put once."""
         crash_types = EnvPool(self.env).crash_types()
-        queue = deque(enumerate(requests))
-        idle = deque(range(len(self.actors)))
-        running: dict[Any, tuple[int, int, TrainRequest]] = {}
-        results: dict[int, TrainResult] = {}
+        queue = deque(enumerate(jobs))
+        idle = deque(range(len(self._started())))
+        running: dict[Any, tuple[int, int, Job[R]]] = {}
+        results: dict[int, R] = {}
+        given = 0
         try:
             while queue or running:
                 while queue and idle:
                     actor, (position, job) = idle.popleft(), queue.popleft()
-                    start = self._put(job.weights)
-                    ref = self.actors[actor].run.remote(start, replace(job, weights={}))
+                    ref = self._submit(self.actors[actor], job)
                     running[ref] = (actor, position, job)
                 (done,), _ = ray.wait(list(running), num_returns=1)
                 actor, position, job = running.pop(done)
                 try:
                     result, weights = ray.get(done)
-                    results[position] = replace(result, weights=to_torch(weights))
+                    if weights is not None:
+                        result = replace(result, weights=to_torch(weights))
+                    results[position] = result
                 except LOST as lost:
                     on_crash(lost)
                     self._replace(actor)
@@ -128,10 +140,19 @@ class RayExecutor:
                 except RayTaskError as error:
                     raise (error.cause or error) from None  # the job's error, as in-process
                 idle.append(actor)
+                while given in results:
+                    yield results.pop(given)
+                    given += 1
         finally:
             for ref in running:
                 ray.cancel(ref)
-        return [results[position] for position in range(len(requests))]
+
+    def _submit(self, actor: Any, job: Job[Any]) -> Any:
+        """The job on `actor`; a training's start goes by reference (put once per start)."""
+        if isinstance(job, Training):
+            start = self._put(job.request.weights)
+            return actor.run.remote(start, job.starting_from({}))
+        return actor.run.remote(None, job)
 
     def _put(self, theta: Weights) -> Any:
         """A start's object store reference, put once per start (the requests of θ share it)."""

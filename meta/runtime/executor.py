@@ -1,31 +1,54 @@
-"""Where training requests run: this process, one after the other, or Ray actors.
+"""Where jobs run: this process one after the other, spawned worker processes, or Ray actors.
 
-An executor runs a list of requests and returns their results in the requests' order. A
-request whose environment crashed (a build died, an actor was lost) is retried from its start
-after `on_crash(error)`, which counts the crash and raises once `env.max_restarts` is spent, so
-a meta-step either gets every result or none.
+One stack for meta-train and meta-eval. An executor runs a list of jobs (meta.runtime.jobs:
+meta-train's training requests, meta-eval's adaptations) and yields their results in the jobs'
+order, each as soon as it and those before it are done, so sequential and parallel runs give
+identical results (every job carries its own seeds; none reads global state). A job whose
+environment crashed (a build died, an actor was lost) is retried from its start after
+`on_crash(error)`, which counts the crash and raises to give up, so a caller gets every
+result or none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Protocol, TypeVar
 
-from meta.algorithm.ppo.rollout import Timers
-from meta.algorithm.request import TrainRequest, TrainResult
-from meta.config import Config
+from meta.algorithm.ppo.rollout import NullTimers, Timers
+from meta.config import EnvConfig, RuntimeConfig
 from meta.runtime.envpool import EnvPool
-from meta.runtime.jobs import run_request
+from meta.runtime.jobs import Job
 
+R = TypeVar("R")
 OnCrash = Callable[[BaseException], None]
-"""Told of every crash before its request is retried; raises to give up."""
+"""Told of every crash before its job is retried; raises to give up."""
 
 
-class InnerExecutor(Protocol):
-    """Runs training requests; results in the order of `requests`."""
+def give_up(crash: BaseException) -> None:
+    """The default: a crash ends the run of jobs with its own error."""
+    raise crash
 
-    def run(self, requests: Sequence[TrainRequest], on_crash: OnCrash) -> list[TrainResult]:
-        """Every request's result, in order; crashed ones retried from their start."""
+
+def retrying(times: int) -> OnCrash:
+    """Retry up to `times` crashes in all, then give up with the last one."""
+    crashes = 0
+
+    def on_crash(crash: BaseException) -> None:
+        nonlocal crashes
+        crashes += 1
+        if crashes > times:
+            raise crash
+
+    return on_crash
+
+
+class Executor(Protocol):
+    """Runs jobs; results in the order of `jobs`."""
+
+    def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
+        """Every job's result, in order; crashed ones retried from their start."""
         ...
 
     def close(self) -> None:
@@ -34,33 +57,83 @@ class InnerExecutor(Protocol):
 
 
 class LocalExecutor:
-    """Every request in this process, on the run's environment pool."""
+    """Every job in this process, on one environment pool (the run's, for meta-train)."""
 
-    def __init__(self, pool: EnvPool, timers: Timers) -> None:
-        self.pool, self.timers = pool, timers
+    def __init__(self, pool: EnvPool, timers: Timers | None = None) -> None:
+        self.pool, self.timers = pool, timers or NullTimers()
 
-    def run(self, requests: Sequence[TrainRequest], on_crash: OnCrash) -> list[TrainResult]:
-        """Every result, in order; a crashed build is relaunched and its request retried."""
+    def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
+        """Every result, in order; a crashed build is relaunched and its job retried."""
         crash_types = self.pool.crash_types()
-        results = []
-        for request in requests:
+        for job in jobs:
             while True:
                 try:
-                    results.append(run_request(request, self.pool, self.timers))
+                    result = job(self.pool, self.timers)
                     break
                 except crash_types as crash:
                     on_crash(crash)
                     self.pool.restart_all()
-        return results
+            yield result
 
     def close(self) -> None:
-        """The pool belongs to the run, which closes it."""
+        """The pool belongs to whoever made it (the run closes its own)."""
 
 
-def make_executor(cfg: Config, pool: EnvPool, timers: Timers) -> InnerExecutor:
-    """The executor `runtime.backend` names (Ray must already be connected for `ray`)."""
-    if cfg.runtime.backend == "ray":
+_worker_pool: EnvPool | None = None
+
+
+def _init_worker(env: EnvConfig) -> None:
+    """One torch thread per worker (the workers share the machine's cores) and a pool."""
+    import torch
+
+    global _worker_pool
+    torch.set_num_threads(1)
+    _worker_pool = EnvPool(env)
+
+
+def _in_worker(job: Job[R]) -> R:
+    """The job on its worker's pool (the body of every worker task)."""
+    assert _worker_pool is not None
+    return job(_worker_pool, NullTimers())
+
+
+class ProcessExecutor:
+    """Jobs in `workers` spawned processes (a fresh interpreter each: no forked torch state).
+
+    A crash in a worker ends the run of jobs with its error: meta-eval's jobs, the ones run
+    here, claim their own ports and builds (meta.runtime.slots) and have none to retry.
+    """
+
+    def __init__(self, workers: int, env: EnvConfig) -> None:
+        self._pool = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(env,),
+        )
+
+    def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
+        """Every job in the workers, results in order."""
+        return self._pool.map(_in_worker, jobs, chunksize=1)
+
+    def close(self) -> None:
+        """Stop the workers (pending jobs are cancelled)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def make_executor(
+    runtime: RuntimeConfig,
+    env: EnvConfig,
+    workers: int = 1,
+    pool: EnvPool | None = None,
+    timers: Timers | None = None,
+) -> Executor:
+    """Ray actors for runtime=ray (connected already), else this process for 1 worker, else
+    a process pool; `pool` is this process's (meta-train's run pool; a fresh one if None)."""
+    if runtime.backend == "ray":
         from meta.runtime.actors import RayExecutor
 
-        return RayExecutor(cfg.runtime, cfg.env, pool.log_folder)
-    return LocalExecutor(pool, timers)
+        return RayExecutor(runtime, env, None if pool is None else pool.log_folder)
+    if workers > 1:
+        return ProcessExecutor(workers, env)
+    return LocalExecutor(pool or EnvPool(env), timers)

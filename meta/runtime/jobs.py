@@ -1,17 +1,60 @@
-"""How any process runs a training request: an environment from its pool, then the training.
+"""The jobs every executor runs: a training request, or a call of a top-level function.
 
-Running a request needs only an environment pool, so the same request gives the same weights
-in this process or in a Ray actor.
+A job is picklable and runs with the environment pool and timers of whichever process runs it,
+so the same job gives the same result in this process, a worker process or a Ray actor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Generic, Protocol, TypeVar
+
 from envs.interface import TaskEnvironment
 from meta.algorithm.ppo.rollout import Timers
+from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import train
 from meta.runtime.envpool import EnvPool
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Job(Protocol[R_co]):
+    """Something an executor runs: picklable, given the running process's pool and timers."""
+
+    def __call__(self, pool: EnvPool, timers: Timers) -> R_co:
+        """The job's result."""
+        ...
+
+
+@dataclass(frozen=True)
+class Training:
+    """meta-train's job: one training request, on an environment of the process's pool."""
+
+    request: TrainRequest
+
+    def __call__(self, pool: EnvPool, timers: Timers) -> TrainResult:
+        """The request's result."""
+        return run_request(self.request, pool, timers)
+
+    def starting_from(self, weights: Weights) -> Training:
+        """The same training from other start weights (Ray sends a shared start once)."""
+        return Training(replace(self.request, weights=weights))
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """`fn(arg)` for a picklable top-level `fn` that makes its own environments (meta-eval's)."""
+
+    fn: Callable[[Any], R]
+    arg: Any
+
+    def __call__(self, pool: EnvPool, timers: Timers) -> R:
+        """fn(arg); the process's pool is not used."""
+        return self.fn(self.arg)
 
 
 def run_request(request: TrainRequest, pool: EnvPool, timers: Timers) -> TrainResult:

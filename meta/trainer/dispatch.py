@@ -19,7 +19,8 @@ from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import OptimizerState, SelfPlayState, TrainResult
 from meta.errors import first_line
-from meta.runtime.executor import InnerExecutor, make_executor
+from meta.runtime.executor import Executor, make_executor
+from meta.runtime.jobs import Training
 from meta.trainer.preflight import TrainingPlan
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,14 @@ class InnerTrainings:
     def __init__(self, plan: TrainingPlan, learner: MetaLearner, timers: Timers) -> None:
         self.plan, self.cfg, self.learner, self.timers = plan, plan.cfg, learner, timers
         self.restarts = 0
-        self._executor: InnerExecutor | None = None
+        self._executor: Executor | None = None
 
-    def start_executor(self) -> InnerExecutor:
+    def start_executor(self) -> Executor:
         """Where the requests run, started on the first call (Ray's actors with the first step)."""
         if self._executor is None:
-            self._executor = make_executor(self.cfg, self.plan.pool, self.timers)
+            self._executor = make_executor(
+                self.cfg.runtime, self.cfg.env, pool=self.plan.pool, timers=self.timers
+            )
             if self.cfg.runtime.backend == "ray":
                 self.plan.pool.close()  # the actors own the environments; drop the driver's builds
                 if self.learner.chained:
@@ -61,14 +64,14 @@ class InnerTrainings:
         requests = self.learner.requests(k, theta, tasks, hyper, self_play_state)
         on_crash = partial(self._crashed, k)
         if not self.learner.chained:
-            return self.start_executor().run(requests, on_crash)
+            return list(self.start_executor().run([Training(r) for r in requests], on_crash))
         results: list[TrainResult] = []
         for request in requests:
             if results:
                 request = self.learner.continued(request, results[-1])
             else:
                 request = request.carrying(optimizer_state=optimizer_state)
-            results += self.start_executor().run([request], on_crash)
+            results += self.start_executor().run([Training(request)], on_crash)
         return results
 
     def _crashed(self, k: int, crash: BaseException) -> None:

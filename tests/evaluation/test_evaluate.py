@@ -297,12 +297,13 @@ def sequential_and_parallel(
     tiny_config: Factory, run_id: str, *overrides: str
 ) -> tuple[list[Cell], Path]:
     """meta-eval in this process and in 2 worker processes: the same cells, the same file."""
-    from meta.evaluation.executor import ProcessExecutor, SequentialExecutor
+    from meta.runtime.envpool import EnvPool
+    from meta.runtime.executor import LocalExecutor, ProcessExecutor
 
     sequential = eval_config(tiny_config, run_id, *overrides, "eval.out_dir=${results_dir}/seq")
     parallel = eval_config(tiny_config, run_id, *overrides, "eval.out_dir=${results_dir}/par")
-    cells = evaluate(plan_eval(sequential, run_id), executor=SequentialExecutor())
-    executor = ProcessExecutor(2)
+    cells = evaluate(plan_eval(sequential, run_id), executor=LocalExecutor(EnvPool(sequential.env)))
+    executor = ProcessExecutor(2, parallel.env)
     try:
         assert evaluate(plan_eval(parallel, run_id), executor=executor) == cells
     finally:
