@@ -13,6 +13,8 @@ from meta.algorithm.ppo.config import NetworkConfig
 from meta.runtime.threads import torch_threads
 
 LOG_2PI = math.log(2.0 * math.pi)
+MLAGENTS_EPSILON = 1e-7
+"""What ML-Agents adds inside its Gaussian entropy's logarithm (torch_entities/distributions.py)."""
 
 
 class Normalizer(nn.Module):
@@ -50,6 +52,13 @@ class Normalizer(nn.Module):
             / total
         )
         self.count.copy_(total)
+
+    @torch.no_grad()
+    def prime(self, count: int) -> None:
+        """Start a fresh normaliser (no observations yet) from `count` observations at mean 0,
+        variance 1, as ML-Agents' starts from one; statistics already gathered are kept."""
+        if count > 0 and float(self.count) == 0.0:
+            self.count.fill_(float(count))
 
 
 def mlp(inputs: int, hidden: int, layers: int, outputs: int, out_gain: float) -> nn.Sequential:
@@ -96,6 +105,11 @@ class Policy(nn.Module):
         """Entropy of the Gaussian head, a scalar (the log std is state-independent)."""
         return (0.5 * (1.0 + LOG_2PI) + self.log_std).sum()
 
+    def mean_entropy(self) -> torch.Tensor:
+        """ML-Agents' entropy: the mean over dimensions of 0.5 log(2 pi e sigma^2 + 1e-7)."""
+        variance = torch.exp(2.0 * self.log_std)
+        return (0.5 * torch.log(2.0 * math.pi * math.e * variance + MLAGENTS_EPSILON)).mean()
+
     def act(
         self,
         obs: torch.Tensor,
@@ -133,6 +147,14 @@ def gaussian_log_prob(
     """Log-density of a diagonal Gaussian, summed over action dimensions."""
     z = (action - mean) * torch.exp(-log_std)
     return (-0.5 * z.square() - log_std - 0.5 * LOG_2PI).sum(-1)
+
+
+def gaussian_log_probs(
+    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
+) -> torch.Tensor:
+    """Log-density of a diagonal Gaussian per action dimension, (batch, actions)."""
+    z = (action - mean) * torch.exp(-log_std)
+    return -0.5 * z.square() - log_std - 0.5 * LOG_2PI
 
 
 class FrozenPolicy:
