@@ -39,7 +39,7 @@ def train(
     policy = policy_for(env, request.network).to(request.device)
     policy.load_state_dict(request.weights)
     start = (hyper or Hyper.of(cfg)).learning_rate
-    optimizer = make_optimizer(policy, start, cfg.optimizer, cfg.adam_epsilon)
+    optimizer = make_optimizer(policy, start, cfg.optimizer, cfg.adam_epsilon, cfg.action_scale)
     if request.optimizer_state is not None:
         # load_state_dict keeps tensors already on the right device: copy, as Adam steps in place
         optimizer.load_state_dict(copy.deepcopy(request.optimizer_state))

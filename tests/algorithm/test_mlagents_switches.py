@@ -13,6 +13,7 @@ from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import Minibatch, clipped_policy_loss, gradient_step, make_optimizer
+from meta.algorithm.ppo.optim import SGD, Adam, Optimizer
 from meta.algorithm.ppo.policy import Normalizer, Policy, gaussian_log_prob
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import PPORun, policy_for, train
@@ -176,8 +177,41 @@ def test_the_preset_trains_with_every_switch() -> None:
         ("policy_loss_stat", "abs"),
         ("normalizer_prior", -1),
         ("adam_epsilon", 0.0),
+        ("action_scale", 0.0),
     ],
 )
 def test_a_bad_switch_is_refused_naming_it(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=f"ppo.{field}"):
         dataclasses.replace(SMALL, **{field: value}).validate()
+
+
+@pytest.mark.parametrize("kind", ["adam", "sgd"])
+def test_action_scale_steps_the_mean_layer_as_mlagents_units_would(kind: str) -> None:
+    # ours: w with actions w.x; ML-Agents': p = 3 w with actions (p.x) / 3, torch's own optimizer
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(16, 4, generator=g), torch.randn(16, generator=g)
+    w = torch.nn.Parameter(0.1 * torch.randn(4, generator=g))
+    p = torch.nn.Parameter(3.0 * w.detach().clone())
+    ours: Optimizer = (
+        Adam([w], lr=1e-2, eps=1e-8, scaled=[w], scale=3.0)
+        if kind == "adam"
+        else SGD([w], lr=1e-2, scaled=[w], scale=3.0)
+    )
+    theirs = (
+        torch.optim.Adam([p], lr=1e-2, eps=1e-8) if kind == "adam" else torch.optim.SGD([p], 1e-2)
+    )
+    for _ in range(5):
+        for opt, mean in ((ours, x @ w), (theirs, (x @ p) / 3.0)):
+            opt.zero_grad()
+            (mean - y).square().mean().backward()
+            opt.step()
+        torch.testing.assert_close(w.detach(), p.detach() / 3.0, rtol=1e-5, atol=1e-7)
+    assert not torch.equal(w.detach(), p.detach())
+
+
+def test_action_scale_reaches_only_the_mean_layer() -> None:
+    policy = _policy()
+    optimizer = make_optimizer(policy, 3e-4, "adam", 1e-8, 3.0)
+    mean_layer = {id(policy.actor[-1].weight), id(policy.actor[-1].bias)}
+    assert optimizer.scaled == mean_layer and optimizer.scale == 3.0
+    assert make_optimizer(policy, 3e-4).scaled == set()

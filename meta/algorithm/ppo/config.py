@@ -66,11 +66,17 @@ class NetworkConfig:
     """Hidden layers in the actor and in the critic."""
     normalize: bool = True
     """Running observation normaliser (its statistics are part of the weights)."""
+    initial_log_std: float = 0.0
+    """Log sigma of a fresh policy, in the environment's action units (ML-Agents': -ln 3)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
         positive("network.hidden_units", self.hidden_units)
         positive("network.num_layers", self.num_layers)
+        if not -20.0 <= self.initial_log_std <= 2.0:
+            raise ValueError(
+                f"network.initial_log_std must be in [-20, 2], got {self.initial_log_std}"
+            )
 
 
 @dataclass
@@ -125,6 +131,9 @@ class PPOConfig:
     buffer is collected) or `after_buffer` (ML-Agents: after the buffer's steps are counted)."""
     normalizer_prior: int = 0
     """Observations at mean 0 and variance 1 a fresh normaliser starts from (ML-Agents: 1)."""
+    action_scale: float = 1.0
+    """s: the actor's mean layer steps as if stored times s, as ML-Agents' does with its actions
+    `clip(a, -s, s) / s` (3); our checkpoints stay in the environment's units."""
     policy_loss_stat: str = "signed"
     """Policy Loss as minimised (`signed`) or its absolute value (`absolute`: ML-Agents)."""
     summary_freq: int = 50000
@@ -143,7 +152,7 @@ class PPOConfig:
             "summary_freq",
         ):
             positive(f"ppo.{name}", getattr(self, name))
-        for name in ("learning_rate", "max_grad_norm", "adam_epsilon"):
+        for name in ("learning_rate", "max_grad_norm", "adam_epsilon", "action_scale"):
             positive(f"ppo.{name}", getattr(self, name))
         if self.max_steps < self.buffer_size:
             raise ValueError(

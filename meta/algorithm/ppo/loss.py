@@ -34,17 +34,32 @@ class Minibatch(NamedTuple):
 
 
 def make_optimizer(
-    policy: Policy, learning_rate: float, kind: str = "adam", eps: float = ADAM_EPS
+    policy: Policy,
+    learning_rate: float,
+    kind: str = "adam",
+    eps: float = ADAM_EPS,
+    action_scale: float = 1.0,
 ) -> Optimizer:
     """A fresh optimizer over the policy's parameters, in module order (its state follows them).
 
     `adam` is ML-Agents' (fused: one kernel steps every parameter, in about a third of the
     time the for-each implementation takes at this network's size); `sgd` takes plain steps.
-    Both are torch.optim's, stepped through its functions (meta.algorithm.ppo.optim).
+    Both are torch.optim's, stepped through its functions (meta.algorithm.ppo.optim). With an
+    `action_scale` s the actor's mean layer steps as it would stored times s: ML-Agents' mean
+    layer, whose actions `clip(a, -s, s) / s` are ours.
     """
+    *_, mean_layer = (m for m in policy.actor if isinstance(m, torch.nn.Linear))
+    scaled = list(mean_layer.parameters()) if action_scale != 1.0 else []
     if kind == "sgd":
-        return SGD(policy.parameters(), lr=learning_rate)
-    return Adam(policy.parameters(), lr=learning_rate, eps=eps, fused=True)
+        return SGD(policy.parameters(), lr=learning_rate, scaled=scaled, scale=action_scale)
+    return Adam(
+        policy.parameters(),
+        lr=learning_rate,
+        eps=eps,
+        fused=True,
+        scaled=scaled,
+        scale=action_scale,
+    )
 
 
 def clipped_policy_loss(

@@ -87,7 +87,7 @@ class Policy(nn.Module):
         self.normalizer = Normalizer(obs_size)
         self.actor = mlp(obs_size, cfg.hidden_units, cfg.num_layers, action_size, 0.01)
         self.critic = mlp(obs_size, cfg.hidden_units, cfg.num_layers, 1, 1.0)
-        self.log_std = nn.Parameter(torch.zeros(action_size))
+        self.log_std = nn.Parameter(torch.full((action_size,), float(cfg.initial_log_std)))
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         """Observations as the networks see them (normalised and clipped when enabled)."""

@@ -84,7 +84,11 @@ class PPORun:
         if self.stats_channel is not None:
             self.stats_channel.get_and_reset_stats()
         optimizer = self.optimizer or make_optimizer(
-            self.policy, start.learning_rate, self.cfg.optimizer, self.cfg.adam_epsilon
+            self.policy,
+            start.learning_rate,
+            self.cfg.optimizer,
+            self.cfg.adam_epsilon,
+            self.cfg.action_scale,
         )
         cfg = self.cfg
         schedule = self.schedule or (lambda steps: start.after(cfg, steps, cfg.max_steps))
