@@ -215,3 +215,20 @@ def test_action_scale_reaches_only_the_mean_layer() -> None:
     mean_layer = {id(policy.actor[-1].weight), id(policy.actor[-1].bias)}
     assert optimizer.scaled == mean_layer and optimizer.scale == 3.0
     assert make_optimizer(policy, 3e-4).scaled == set()
+
+
+def test_normaliser_epsilon_zero_divides_by_the_standard_deviation_itself() -> None:
+    for epsilon in (0.0, 1e-8):
+        env = envs.make("FindTarget", num_areas=8, seed=0)
+        network = dataclasses.replace(NETWORK, normalizer_epsilon=epsilon)
+        policy = policy_for(env, network, 0)
+        env.close()
+        normalizer = policy.normalizer
+        with torch.no_grad():
+            normalizer.var.fill_(4e-8)
+            normalizer.mean.zero_()
+        obs = torch.full((1, normalizer.mean.shape[0]), 1e-4)
+        # 1e-4 / sqrt(4e-8 + epsilon): 0.5 without the epsilon, 0.4472 with it
+        expected = 1e-4 / math.sqrt(4e-8 + epsilon)
+        torch.testing.assert_close(normalizer(obs), torch.full_like(obs, expected))
+        torch.testing.assert_close(policy.frozen().features(obs), normalizer(obs))

@@ -66,6 +66,8 @@ class NetworkConfig:
     """Hidden layers in the actor and in the critic."""
     normalize: bool = True
     """Running observation normaliser (its statistics are part of the weights)."""
+    normalizer_epsilon: float = 1.0e-8
+    """Added to the observations' variance before its square root (ML-Agents: 0)."""
     initial_log_std: float = 0.0
     """Log sigma of a fresh policy, in the environment's action units (ML-Agents': -ln 3)."""
 
@@ -73,6 +75,10 @@ class NetworkConfig:
         """Raise ValueError naming the first invalid field."""
         positive("network.hidden_units", self.hidden_units)
         positive("network.num_layers", self.num_layers)
+        if not 0.0 <= self.normalizer_epsilon <= 1.0:
+            raise ValueError(
+                f"network.normalizer_epsilon must be in [0, 1], got {self.normalizer_epsilon}"
+            )
         if not -20.0 <= self.initial_log_std <= 2.0:
             raise ValueError(
                 f"network.initial_log_std must be in [-20, 2], got {self.initial_log_std}"

@@ -28,15 +28,17 @@ class Normalizer(nn.Module):
     var: torch.Tensor
     count: torch.Tensor
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, epsilon: float = 1e-8) -> None:
         super().__init__()
+        self.epsilon = epsilon
+        """Added to the variance before its square root (a setting, not in the state_dict)."""
         self.register_buffer("mean", torch.zeros(size))
         self.register_buffer("var", torch.ones(size))
         self.register_buffer("count", torch.zeros(()))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Normalise and clip to [-5, 5] as ML-Agents does."""
-        return torch.clamp((obs - self.mean) * torch.rsqrt(self.var + 1e-8), -5.0, 5.0)
+        return torch.clamp((obs - self.mean) * torch.rsqrt(self.var + self.epsilon), -5.0, 5.0)
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
@@ -84,7 +86,7 @@ class Policy(nn.Module):
     def __init__(self, obs_size: int, action_size: int, cfg: NetworkConfig) -> None:
         super().__init__()
         self.normalize = cfg.normalize
-        self.normalizer = Normalizer(obs_size)
+        self.normalizer = Normalizer(obs_size, cfg.normalizer_epsilon)
         self.actor = mlp(obs_size, cfg.hidden_units, cfg.num_layers, action_size, 0.01)
         self.critic = mlp(obs_size, cfg.hidden_units, cfg.num_layers, 1, 1.0)
         self.log_std = nn.Parameter(torch.full((action_size,), float(cfg.initial_log_std)))
@@ -168,7 +170,7 @@ class FrozenPolicy:
         with torch.no_grad():
             norm = policy.normalizer
             self.shift = norm.mean.clone() if policy.normalize else None
-            self.scale = torch.rsqrt(norm.var + 1e-8)
+            self.scale = torch.rsqrt(norm.var + norm.epsilon)
             self.actor = [_packed(m) for m in policy.actor if isinstance(m, nn.Linear)]
             self.critic = [_packed(m) for m in policy.critic if isinstance(m, nn.Linear)]
             self.std = policy.log_std.exp()
