@@ -291,6 +291,12 @@ class Config:
                 f"meta={self.meta.algorithm} with ppo.self_play: {no_games} "
                 "and cannot train a game of teams (use meta=reptile)"
             )
+        network, ppo = self.network, self.ppo
+        if network.normalize and network.normalizer_epsilon == 0.0 and ppo.normalizer_prior < 1:
+            raise ValueError(
+                "network.normalizer_epsilon=0 needs ppo.normalizer_prior >= 1 (ML-Agents' "
+                "prior keeps the variance above 0); a constant observation would give NaN"
+            )
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
         if self.optimized_metric:

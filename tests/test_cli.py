@@ -42,6 +42,8 @@ TINY = ["experiment=tiny", "logger=quiet"]
         ("meta.tasks=[{name:FindTarget,params:{motor_rotation:left}}]", "expected a number"),
         ("meta.tasks=[{name:FindTarget,params:{motor_rotation:1e9}}]", "is outside [-180, 180]"),
         ("ppo.max_steps=256", "ppo.max_steps (256) is below ppo.buffer_size (512)"),
+        ("ppo.ratio=per_action", "ppo.ratio: unknown value 'per_action'"),
+        ("network.normalizer_epsilon=0", "needs ppo.normalizer_prior >= 1"),
     ],
 )
 def test_bad_input_is_one_line_nonzero_and_writes_nothing(

@@ -22,7 +22,13 @@ from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import loss_gradient
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import policy_for
-from meta.algorithm.ppo.update import flat_buffer, normalised, rollout_gae
+from meta.algorithm.ppo.update import (
+    buffer_normalised,
+    dimension_log_probs,
+    flat_buffer,
+    normalised,
+    rollout_gae,
+)
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import NORMALIZER_PREFIX, interpolate
 
@@ -55,8 +61,11 @@ def meta_gradient(
     generator = torch.Generator().manual_seed(query_seed(seed))
     collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon)
     rollout = collector.collect(max(math.ceil(cfg.buffer_size / collector.num_agents), 1))
+    if cfg.ratio == "per_dimension":
+        rollout = dimension_log_probs(policy, rollout)
     buffer = flat_buffer(policy, rollout, *rollout_gae(rollout, cfg))
-    batch = buffer._replace(advantages=normalised(buffer.advantages))
+    scale = buffer_normalised if cfg.advantage_normalization == "buffer" else normalised
+    batch = buffer._replace(advantages=scale(buffer.advantages))
     loss_gradient(policy, batch, cfg, hyper.epsilon, hyper.beta)
     names = dict(policy.named_parameters())
     gradient = {k: names[k].grad.detach().to("cpu", copy=True) for k in names}  # type: ignore[union-attr]

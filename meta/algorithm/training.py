@@ -38,7 +38,8 @@ def train(
     cfg, hyper = request.ppo, request.hyper
     policy = policy_for(env, request.network).to(request.device)
     policy.load_state_dict(request.weights)
-    optimizer = make_optimizer(policy, (hyper or Hyper.of(cfg)).learning_rate, cfg.optimizer)
+    start = (hyper or Hyper.of(cfg)).learning_rate
+    optimizer = make_optimizer(policy, start, cfg.optimizer, cfg.adam_epsilon, cfg.action_scale)
     if request.optimizer_state is not None:
         # load_state_dict keeps tensors already on the right device: copy, as Adam steps in place
         optimizer.load_state_dict(copy.deepcopy(request.optimizer_state))

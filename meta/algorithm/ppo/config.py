@@ -10,6 +10,11 @@ from dataclasses import dataclass
 
 SCHEDULES = ("constant", "linear")
 OPTIMIZERS = ("adam", "sgd")
+RATIOS = ("joint", "per_dimension")
+ENTROPIES = ("sum", "mean")
+ADVANTAGE_NORMALIZATIONS = ("minibatch", "buffer")
+SCHEDULE_TIMINGS = ("before_buffer", "after_buffer")
+POLICY_LOSS_STATS = ("signed", "absolute")
 
 
 def positive(name: str, value: float) -> None:
@@ -61,11 +66,23 @@ class NetworkConfig:
     """Hidden layers in the actor and in the critic."""
     normalize: bool = True
     """Running observation normaliser (its statistics are part of the weights)."""
+    normalizer_epsilon: float = 1.0e-8
+    """Added to the observations' variance before its square root (ML-Agents: 0)."""
+    initial_log_std: float = 0.0
+    """Log sigma of a fresh policy, in the environment's action units (ML-Agents': -ln 3)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
         positive("network.hidden_units", self.hidden_units)
         positive("network.num_layers", self.num_layers)
+        if not 0.0 <= self.normalizer_epsilon <= 1.0:
+            raise ValueError(
+                f"network.normalizer_epsilon must be in [0, 1], got {self.normalizer_epsilon}"
+            )
+        if not -20.0 <= self.initial_log_std <= 2.0:
+            raise ValueError(
+                f"network.initial_log_std must be in [-20, 2], got {self.initial_log_std}"
+            )
 
 
 @dataclass
@@ -105,6 +122,26 @@ class PPOConfig:
     optimizer: str = "adam"
     """`adam` (ML-Agents' optimizer) or `sgd` (plain gradient steps, as MAML's inner loop
     takes them); the inner trainings, the baselines and meta-eval's adaptation all use it."""
+    ratio: str = "joint"
+    """`joint` (one ratio of the policy's probabilities per sample, clipped) or `per_dimension`
+    (ML-Agents: one ratio per action dimension, each clipped, the surrogate averaged over all)."""
+    entropy: str = "sum"
+    """`sum` (the policy's entropy, summed over action dimensions) or `mean` (ML-Agents' mean)."""
+    advantage_normalization: str = "minibatch"
+    """`minibatch` (each minibatch, sample std, eps 1e-8) or `buffer` (ML-Agents: once per buffer
+    before the epochs, population std, eps 1e-10)."""
+    adam_epsilon: float = 1.0e-7
+    """Adam's epsilon (ML-Agents keeps torch's default, 1e-8)."""
+    schedule_timing: str = "before_buffer"
+    """When an update reads its scheduled values: `before_buffer` (at the steps done before its
+    buffer is collected) or `after_buffer` (ML-Agents: after the buffer's steps are counted)."""
+    normalizer_prior: int = 0
+    """Observations at mean 0 and variance 1 a fresh normaliser starts from (ML-Agents: 1)."""
+    action_scale: float = 1.0
+    """s: the actor's mean layer steps as if stored times s, as ML-Agents' does with its actions
+    `clip(a, -s, s) / s` (3); our checkpoints stay in the environment's units."""
+    policy_loss_stat: str = "signed"
+    """Policy Loss as minimised (`signed`) or its absolute value (`absolute`: ML-Agents)."""
     summary_freq: int = 50000
     """Agent-steps between the summaries of a game's ELO (ML-Agents' summary_freq)."""
     self_play: SelfPlayConfig | None = None
@@ -121,7 +158,7 @@ class PPOConfig:
             "summary_freq",
         ):
             positive(f"ppo.{name}", getattr(self, name))
-        for name in ("learning_rate", "max_grad_norm"):
+        for name in ("learning_rate", "max_grad_norm", "adam_epsilon", "action_scale"):
             positive(f"ppo.{name}", getattr(self, name))
         if self.max_steps < self.buffer_size:
             raise ValueError(
@@ -142,6 +179,19 @@ class PPOConfig:
         for name in ("lambd", "gamma"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"ppo.{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.normalizer_prior < 0:
+            raise ValueError(f"ppo.normalizer_prior must be >= 0, got {self.normalizer_prior}")
+        for name, choices in (
+            ("ratio", RATIOS),
+            ("entropy", ENTROPIES),
+            ("advantage_normalization", ADVANTAGE_NORMALIZATIONS),
+            ("schedule_timing", SCHEDULE_TIMINGS),
+            ("policy_loss_stat", POLICY_LOSS_STATS),
+        ):
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"ppo.{name}: unknown value {getattr(self, name)!r} (use one of {choices})"
+                )
         if self.self_play is not None:
             self.self_play.validate()
         for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):

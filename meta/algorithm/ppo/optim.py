@@ -26,8 +26,17 @@ State = dict[str, Any]
 class Optimizer:
     """One parameter group, its per-parameter state, and torch.optim's state_dict format."""
 
-    def __init__(self, params: Iterable[torch.Tensor], defaults: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        defaults: dict[str, Any],
+        scaled: Iterable[torch.Tensor] = (),
+        scale: float = 1.0,
+    ) -> None:
         self.params: list[torch.Tensor] = list(params)
+        self.scaled = {id(param) for param in scaled}
+        """Parameters that step as they would if stored times `scale` (not in the state_dict)."""
+        self.scale = scale
         self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = [{"params": self.params, **defaults}]
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
@@ -49,6 +58,15 @@ class Optimizer:
     def with_grads(self) -> list[torch.Tensor]:
         """The parameters that have a gradient, in order."""
         return [param for param in self.params if param.grad is not None]
+
+    def split(self) -> list[tuple[list[torch.Tensor], float]]:
+        """The parameters with a gradient in steps of one kind: (parameters, their scale)."""
+        params = self.with_grads()
+        if not self.scaled:
+            return [(params, 1.0)]
+        plain = [param for param in params if id(param) not in self.scaled]
+        scaled = [param for param in params if id(param) in self.scaled]
+        return [(group, scale) for group, scale in ((plain, 1.0), (scaled, self.scale)) if group]
 
     def state_dict(self) -> State:
         """``{"state": {index: slots}, "param_groups": [...]}``, as torch.optim gives it."""
@@ -94,7 +112,10 @@ def _placed(value: Any, param: torch.Tensor, is_step: bool, steps_on_param: bool
 
 
 class Adam(Optimizer):
-    """``torch.optim.Adam(params, lr, eps=eps, fused=fused)``, stepped by ``adam``."""
+    """``torch.optim.Adam(params, lr, eps=eps, fused=fused)``, stepped by ``adam``.
+
+    A parameter w in `scaled` steps as Adam would step p = scale * w (lr / scale, eps * scale).
+    """
 
     def __init__(
         self,
@@ -102,6 +123,8 @@ class Adam(Optimizer):
         lr: float,
         eps: float = 1e-8,
         fused: bool | None = None,
+        scaled: Iterable[torch.Tensor] = (),
+        scale: float = 1.0,
     ) -> None:
         super().__init__(
             params,
@@ -118,12 +141,18 @@ class Adam(Optimizer):
                 "fused": fused,
                 "decoupled_weight_decay": False,
             },
+            scaled,
+            scale,
         )
 
     @torch.no_grad()
     def step(self) -> None:
         """One Adam step of every parameter with a gradient (state made on its first)."""
-        group, params = self.group, self.with_grads()
+        for params, scale in self.split():
+            self._step(params, scale)
+
+    def _step(self, params: list[torch.Tensor], scale: float) -> None:
+        group = self.group
         slots = [self.state.get(param) or self._fresh(param) for param in params]
         beta1, beta2 = group["betas"]
         adam(
@@ -137,9 +166,9 @@ class Adam(Optimizer):
             has_complex=any(torch.is_complex(param) for param in params),
             beta1=beta1,
             beta2=beta2,
-            lr=group["lr"],
+            lr=group["lr"] / scale if scale != 1.0 else group["lr"],
             weight_decay=group["weight_decay"],
-            eps=group["eps"],
+            eps=group["eps"] * scale if scale != 1.0 else group["eps"],
             maximize=group["maximize"],
             foreach=group["foreach"],
             capturable=group["capturable"],
@@ -167,9 +196,18 @@ class Adam(Optimizer):
 
 
 class SGD(Optimizer):
-    """``torch.optim.SGD(params, lr)``: plain steps, no state, stepped by ``sgd``."""
+    """``torch.optim.SGD(params, lr)``: plain steps, no state, stepped by ``sgd``.
 
-    def __init__(self, params: Iterable[torch.Tensor], lr: float) -> None:
+    A parameter w in `scaled` steps as SGD would step p = scale * w (lr / scale^2).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float,
+        scaled: Iterable[torch.Tensor] = (),
+        scale: float = 1.0,
+    ) -> None:
         super().__init__(
             params,
             {
@@ -183,12 +221,18 @@ class SGD(Optimizer):
                 "differentiable": False,
                 "fused": None,
             },
+            scaled,
+            scale,
         )
 
     @torch.no_grad()
     def step(self) -> None:
         """``param -= lr * grad`` for every parameter with a gradient."""
-        group, params = self.group, self.with_grads()
+        for params, scale in self.split():
+            self._step(params, scale)
+
+    def _step(self, params: list[torch.Tensor], scale: float) -> None:
+        group = self.group
         sgd(
             params,
             [param.grad for param in params],  # type: ignore[misc]
@@ -200,7 +244,7 @@ class SGD(Optimizer):
             found_inf=None,
             weight_decay=group["weight_decay"],
             momentum=group["momentum"],
-            lr=group["lr"],
+            lr=group["lr"] / scale**2 if scale != 1.0 else group["lr"],
             dampening=group["dampening"],
             nesterov=group["nesterov"],
             maximize=group["maximize"],

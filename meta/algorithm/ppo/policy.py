@@ -13,6 +13,8 @@ from meta.algorithm.ppo.config import NetworkConfig
 from meta.runtime.threads import torch_threads
 
 LOG_2PI = math.log(2.0 * math.pi)
+MLAGENTS_EPSILON = 1e-7
+"""What ML-Agents adds inside its Gaussian entropy's logarithm (torch_entities/distributions.py)."""
 
 
 class Normalizer(nn.Module):
@@ -26,15 +28,17 @@ class Normalizer(nn.Module):
     var: torch.Tensor
     count: torch.Tensor
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, epsilon: float = 1e-8) -> None:
         super().__init__()
+        self.epsilon = epsilon
+        """Added to the variance before its square root (a setting, not in the state_dict)."""
         self.register_buffer("mean", torch.zeros(size))
         self.register_buffer("var", torch.ones(size))
         self.register_buffer("count", torch.zeros(()))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Normalise and clip to [-5, 5] as ML-Agents does."""
-        return torch.clamp((obs - self.mean) * torch.rsqrt(self.var + 1e-8), -5.0, 5.0)
+        return torch.clamp((obs - self.mean) * torch.rsqrt(self.var + self.epsilon), -5.0, 5.0)
 
     @torch.no_grad()
     def update(self, batch: torch.Tensor) -> None:
@@ -50,6 +54,13 @@ class Normalizer(nn.Module):
             / total
         )
         self.count.copy_(total)
+
+    @torch.no_grad()
+    def prime(self, count: int) -> None:
+        """Start a fresh normaliser (no observations yet) from `count` observations at mean 0,
+        variance 1, as ML-Agents' starts from one; statistics already gathered are kept."""
+        if count > 0 and float(self.count) == 0.0:
+            self.count.fill_(float(count))
 
 
 def mlp(inputs: int, hidden: int, layers: int, outputs: int, out_gain: float) -> nn.Sequential:
@@ -75,10 +86,10 @@ class Policy(nn.Module):
     def __init__(self, obs_size: int, action_size: int, cfg: NetworkConfig) -> None:
         super().__init__()
         self.normalize = cfg.normalize
-        self.normalizer = Normalizer(obs_size)
+        self.normalizer = Normalizer(obs_size, cfg.normalizer_epsilon)
         self.actor = mlp(obs_size, cfg.hidden_units, cfg.num_layers, action_size, 0.01)
         self.critic = mlp(obs_size, cfg.hidden_units, cfg.num_layers, 1, 1.0)
-        self.log_std = nn.Parameter(torch.zeros(action_size))
+        self.log_std = nn.Parameter(torch.full((action_size,), float(cfg.initial_log_std)))
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         """Observations as the networks see them (normalised and clipped when enabled)."""
@@ -95,6 +106,11 @@ class Policy(nn.Module):
     def entropy(self) -> torch.Tensor:
         """Entropy of the Gaussian head, a scalar (the log std is state-independent)."""
         return (0.5 * (1.0 + LOG_2PI) + self.log_std).sum()
+
+    def mean_entropy(self) -> torch.Tensor:
+        """ML-Agents' entropy: the mean over dimensions of 0.5 log(2 pi e sigma^2 + 1e-7)."""
+        variance = torch.exp(2.0 * self.log_std)
+        return (0.5 * torch.log(2.0 * math.pi * math.e * variance + MLAGENTS_EPSILON)).mean()
 
     def act(
         self,
@@ -135,6 +151,14 @@ def gaussian_log_prob(
     return (-0.5 * z.square() - log_std - 0.5 * LOG_2PI).sum(-1)
 
 
+def gaussian_log_probs(
+    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
+) -> torch.Tensor:
+    """Log-density of a diagonal Gaussian per action dimension, (batch, actions)."""
+    z = (action - mean) * torch.exp(-log_std)
+    return -0.5 * z.square() - log_std - 0.5 * LOG_2PI
+
+
 class FrozenPolicy:
     """A policy's weights, transposed once, for many batched forward passes without autograd.
 
@@ -146,7 +170,7 @@ class FrozenPolicy:
         with torch.no_grad():
             norm = policy.normalizer
             self.shift = norm.mean.clone() if policy.normalize else None
-            self.scale = torch.rsqrt(norm.var + 1e-8)
+            self.scale = torch.rsqrt(norm.var + norm.epsilon)
             self.actor = [_packed(m) for m in policy.actor if isinstance(m, nn.Linear)]
             self.critic = [_packed(m) for m in policy.critic if isinstance(m, nn.Linear)]
             self.std = policy.log_std.exp()

@@ -31,7 +31,7 @@ from meta.algorithm.ppo.rollout import (
     Timers,
     revalued,
 )
-from meta.algorithm.ppo.update import ppo_update
+from meta.algorithm.ppo.update import dimension_log_probs, ppo_update
 from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
 from meta.runtime.allocator import keep_freed_memory
 from meta.runtime.threads import torch_threads
@@ -84,7 +84,11 @@ class PPORun:
         if self.stats_channel is not None:
             self.stats_channel.get_and_reset_stats()
         optimizer = self.optimizer or make_optimizer(
-            self.policy, start.learning_rate, self.cfg.optimizer
+            self.policy,
+            start.learning_rate,
+            self.cfg.optimizer,
+            self.cfg.adam_epsilon,
+            self.cfg.action_scale,
         )
         cfg = self.cfg
         schedule = self.schedule or (lambda steps: start.after(cfg, steps, cfg.max_steps))
@@ -132,7 +136,11 @@ def run_updates(
     timers: Timers,
     on_update: OnUpdate | None = None,
 ) -> tuple[list[dict[str, float]], int]:
-    """Collect a buffer and update, until cfg.max_steps agent-steps; the updates and the steps."""
+    """Collect a buffer and update, until cfg.max_steps agent-steps; the updates and the steps.
+
+    Each update reads `schedule` before its buffer is collected, or after its steps are counted
+    (`schedule_timing=after_buffer`, as ML-Agents reads `policy.get_current_step()`).
+    """
     keep_freed_memory()
     horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
     worker, update_threads = _update_threads(collector.device)
@@ -142,8 +150,13 @@ def run_updates(
             current = schedule(steps)
             rollout = collector.collect(horizon)
             steps += rollout.num_steps
+            if cfg.schedule_timing == "after_buffer":
+                current = schedule(steps)
             with timers.scope("update"), torch_threads(update_threads):
+                if cfg.ratio == "per_dimension":
+                    rollout = dimension_log_probs(policy, rollout)
                 if policy.normalize:
+                    policy.normalizer.prime(cfg.normalizer_prior)
                     obs = rollout.obs.reshape(rollout.num_steps, -1)
                     policy.normalizer.update(obs.to(collector.device))
                     rollout = revalued(rollout, policy)

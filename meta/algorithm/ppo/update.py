@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -12,7 +13,7 @@ from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import Minibatch, gradient_step
 from meta.algorithm.ppo.optim import Optimizer
-from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.policy import Policy, gaussian_log_probs
 from meta.algorithm.ppo.rollout import Rollout
 from meta.observe.tags import (
     APPROX_KL,
@@ -84,6 +85,28 @@ def normalised(advantages: torch.Tensor) -> torch.Tensor:
     return (advantages - mean) / (std + 1e-8)
 
 
+def buffer_normalised(advantages: torch.Tensor) -> torch.Tensor:
+    """ML-Agents' scaling of a whole buffer: (A - mean) / (population std + 1e-10)."""
+    std, mean = torch.std_mean(advantages, correction=0)
+    return (advantages - mean) / (std + 1e-10)
+
+
+def dimension_log_probs(policy: Policy, rollout: Rollout) -> Rollout:
+    """The buffer with its actions' log-probabilities per dimension, (T, n, actions).
+
+    Computed by `policy` as it acted (the same weights and normaliser statistics, so before the
+    normaliser takes the buffer in): what `ratio=per_dimension` compares each dimension with.
+    """
+    steps, n = rollout.rewards.shape
+    device = next(policy.parameters()).device
+    with torch.no_grad():
+        obs = rollout.obs.reshape(steps * n, -1).to(device)
+        mean = policy.mean_from(policy.features(obs))
+        actions = rollout.actions.reshape(steps * n, -1).to(device)
+        per_dimension = gaussian_log_probs(actions, mean, policy.log_std)
+    return replace(rollout, log_probs=per_dimension.cpu().reshape(steps, n, -1))
+
+
 def ppo_update(
     policy: Policy,
     optimizer: Optimizer,
@@ -104,6 +127,8 @@ def ppo_update(
         group["lr"] = hyper.learning_rate
     advantages, returns = rollout_gae(rollout, cfg)
     buffer = flat_buffer(policy, rollout, advantages, returns)
+    if cfg.advantage_normalization == "buffer":
+        buffer = buffer._replace(advantages=buffer_normalised(buffer.advantages))
     sums = np.zeros(5)
     count = 0
     for batch in _minibatches(buffer, cfg, generator):
@@ -138,7 +163,8 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
 def _minibatches(
     buffer: Minibatch, cfg: PPOConfig, generator: torch.Generator
 ) -> Iterator[Minibatch]:
-    """num_epoch shuffled passes over the buffer in minibatches, advantages normalised in each."""
+    """num_epoch shuffled passes over the buffer in minibatches, advantages normalised in each
+    (unless `advantage_normalization=buffer`: then they were, once, before the epochs)."""
     n = buffer.features.shape[0]
     device = buffer.features.device
     num_batches = max(n // cfg.batch_size, 1)
@@ -149,4 +175,7 @@ def _minibatches(
         for b in range(num_batches):
             rows = slice(b * cfg.batch_size, (b + 1) * cfg.batch_size)
             batch = Minibatch(*(column[rows] for column in shuffled))
-            yield batch._replace(advantages=normalised(batch.advantages))
+            if cfg.advantage_normalization == "buffer":
+                yield batch
+            else:
+                yield batch._replace(advantages=normalised(batch.advantages))
