@@ -64,21 +64,13 @@ def precheck(program: str, argv: list[str]) -> None:
                 sweeper = OmegaConf.to_container(hydra_cfg.sweeper, resolve=True)
     except Exception as error:  # Hydra and OmegaConf raise many kinds; all are user input
         fail(program, one_line(error) + did_you_mean(error, CONFIG_DIR))
-    if sweeper is not None:
-        _precheck_search(config, sweeper)  # type: ignore[arg-type]
+    if sweeper is not None:  # a search's objective and study, checked before the sweeper writes
+        from meta.study import check_search
 
-
-def _precheck_search(config: Config, sweeper: dict[str, Any]) -> None:
-    """A search's objective and its study's storage, checked before the sweeper writes."""
-    from meta.study import check_study, directions_of
-
-    try:
-        config.validate()
-        if sweeper.get("storage") is not None:
-            directions = directions_of(sweeper.get("direction"))
-            check_study(str(sweeper["storage"]), sweeper.get("study_name"), directions)
-    except ValueError as error:
-        fail("meta-train", error)
+        try:
+            check_search(config, sweeper)  # type: ignore[arg-type]
+        except ValueError as error:
+            fail("meta-train", error)
 
 
 def run_id_of(cfg: DictConfig) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import envs
 from envs.constants import SPLITS
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, positive
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, check_normalizer, positive
 from meta.algorithm.registry import entry
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.metric import check_objective
@@ -291,12 +291,7 @@ class Config:
                 f"meta={self.meta.algorithm} with ppo.self_play: {no_games} "
                 "and cannot train a game of teams (use meta=reptile)"
             )
-        network, ppo = self.network, self.ppo
-        if network.normalize and network.normalizer_epsilon == 0.0 and ppo.normalizer_prior < 1:
-            raise ValueError(
-                "network.normalizer_epsilon=0 needs ppo.normalizer_prior >= 1 (ML-Agents' "
-                "prior keeps the variance above 0); a constant observation would give NaN"
-            )
+        check_normalizer(self.network, self.ppo)
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
         if self.optimized_metric:

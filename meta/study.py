@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from meta.config import Config
+from meta.errors import first_line
 
 
 def storage_url(url: str) -> tuple[str, Path | None]:
@@ -44,6 +48,14 @@ def directions_of(direction: object) -> list[str]:
     return [str(getattr(d, "name", d)).split(".")[-1].lower() for d in given]
 
 
+def check_search(config: Config, sweeper: dict[str, Any]) -> None:
+    """Raise ValueError for a search whose configuration or study storage is unusable."""
+    config.validate()
+    if sweeper.get("storage") is not None:
+        directions = directions_of(sweeper.get("direction"))
+        check_study(str(sweeper["storage"]), sweeper.get("study_name"), directions)
+
+
 def check_study(url: str, name: str | None, directions: Sequence[str]) -> None:
     """Raise ValueError if the storage cannot be opened or holds `name` with other directions.
 
@@ -76,9 +88,9 @@ def _stored_directions(url: str, name: str | None) -> list[str] | None:
         engine = sqlalchemy.create_engine(url)
         tables = sqlalchemy.inspect(engine).get_table_names()
     except Exception as error:  # SQLAlchemy's and the drivers' errors are many: all are the URL
-        first = (str(error).strip().splitlines() or [""])[0]
         raise ValueError(
-            f"hydra.sweeper.storage: cannot open {shown(url)} ({type(error).__name__}: {first})"
+            f"hydra.sweeper.storage: cannot open {shown(url)} "
+            f"({type(error).__name__}: {first_line(error)})"
         ) from None
     engine.dispose()
     if name is None or "studies" not in tables:

@@ -199,3 +199,12 @@ class PPOConfig:
                 raise ValueError(
                     f"ppo.{name}: unknown schedule {getattr(self, name)!r} (use one of {SCHEDULES})"
                 )
+
+
+def check_normalizer(network: NetworkConfig, ppo: PPOConfig) -> None:
+    """Raise ValueError when the normaliser could divide by a zero variance."""
+    if network.normalize and network.normalizer_epsilon == 0.0 and ppo.normalizer_prior < 1:
+        raise ValueError(
+            "network.normalizer_epsilon=0 needs ppo.normalizer_prior >= 1 (ML-Agents' "
+            "prior keeps the variance above 0); a constant observation would give NaN"
+        )
