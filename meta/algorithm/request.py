@@ -25,8 +25,9 @@ class TrainRequest:
     """One training from `weights`: tasks (several: joint's areas side by side) and settings."""
 
     tasks: tuple[Task, ...]
-    weights: Weights
-    """The start (θ for an inner training); requests sharing θ share this object."""
+    weights: Weights | None
+    """The start (θ for an inner training; requests sharing θ share this object), or None for
+    a fresh policy initialised from `seed` (meta-eval's scratch start)."""
     seed: int
     ppo: PPOConfig
     network: NetworkConfig
@@ -43,6 +44,12 @@ class TrainRequest:
     """Whether the result keeps Adam's state (only a chain of trainings needs it back)."""
     meta_gradient: bool = False
     """Also measure PPO's gradient at the trained weights on one fresh buffer (FOMAML)."""
+    updates: int | None = None
+    """Stop after this many updates, whatever the agent count (None: at ppo.max_steps)."""
+    log_std: float | None = None
+    """Set the start's action log std to this before training (None: the start's own)."""
+    snapshots: tuple[int, ...] = ()
+    """Updates after which the result keeps the weights (0: the start), as meta-eval measures."""
 
     def carrying(self, **state: Any) -> TrainRequest:
         """The same request continuing from the state a previous training left."""
@@ -62,3 +69,5 @@ class TrainResult:
     """The run's ELO after the training and, for a game, the ghost to continue it with."""
     meta_gradient: Weights | None = None
     """The gradient of PPO's loss at the trained weights on a fresh buffer (if asked for)."""
+    snapshots: dict[int, Weights] = field(default_factory=dict)
+    """The weights after each update the request named in its `snapshots`."""

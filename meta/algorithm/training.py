@@ -9,12 +9,15 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
+import torch
+
 from envs.interface import AgentEnvironment, TaskEnvironment
 from envs.tasks.teams import team_of
 from meta.algorithm.fomaml import meta_gradient
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import make_optimizer
+from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.train import PPORun, policy_for
 from meta.algorithm.ppo.train import train as ppo_train
@@ -22,7 +25,7 @@ from meta.algorithm.ppo.weights import cpu_weights, optimizer_cpu_state
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.selfplay.trainer import game_train
 
-__all__ = ["is_game", "train"]
+__all__ = ["is_game", "start_policy", "train"]
 
 
 def train(
@@ -32,18 +35,26 @@ def train(
 
     The request's optimizer state is copied, never changed. A game of teams trains with the
     ghost trainer (ppo.self_play) from the request's self-play state; other tasks pass that
-    state through unchanged.
+    state through unchanged. A request of 0 updates gives back its start alone.
     """
     timers = timers or NullTimers()
     cfg, hyper = request.ppo, request.hyper
-    policy = policy_for(env, request.network).to(request.device)
-    policy.load_state_dict(request.weights)
+    policy = start_policy(request, env)
+    snapshots = {0: cpu_weights(policy)} if 0 in request.snapshots else {}
+    if request.updates == 0:
+        return TrainResult(cpu_weights(policy), {}, snapshots=snapshots)
     start = (hyper or Hyper.of(cfg)).learning_rate
     optimizer = make_optimizer(policy, start, cfg.optimizer, cfg.adam_epsilon, cfg.action_scale)
     if request.optimizer_state is not None:
         # load_state_dict keeps tensors already on the right device: copy, as Adam steps in place
         optimizer.load_state_dict(copy.deepcopy(request.optimizer_state))
     updates: list[dict[str, float]] = []
+
+    def updated(k: int, update: dict[str, float]) -> None:
+        updates.append(update)
+        if k in request.snapshots:
+            snapshots[k] = cpu_weights(policy)
+
     run = PPORun(
         env,
         policy,
@@ -54,7 +65,8 @@ def train(
         schedule=None if request.schedule is None else request.schedule.at,
         stats_channel=getattr(env, "stats_channel", None),
         timers=timers,
-        on_update=lambda _, update: updates.append(update),
+        on_update=updated,
+        updates=request.updates,
     )
     state = request.self_play_state
     if is_game(env, cfg):
@@ -62,11 +74,24 @@ def train(
     else:
         stats = ppo_train(run)
     kept = optimizer_cpu_state(optimizer) if request.returns_optimizer else None
-    result = TrainResult(cpu_weights(policy), stats, updates, kept, state)
+    result = TrainResult(cpu_weights(policy), stats, updates, kept, state, snapshots=snapshots)
     if request.meta_gradient:
         with timers.scope("meta_gradient"):
             result = _with_meta_gradient(request, env, result)
     return result
+
+
+def start_policy(request: TrainRequest, env: AgentEnvironment) -> Policy:
+    """The request's start on its device: its weights, or a fresh policy from its seed."""
+    fresh = request.weights is None
+    policy = policy_for(env, request.network, seed=request.seed if fresh else 0)
+    policy = policy.to(request.device)
+    if request.weights is not None:
+        policy.load_state_dict(request.weights)
+    if request.log_std is not None:
+        with torch.no_grad():
+            policy.log_std.fill_(request.log_std)
+    return policy
 
 
 def _with_meta_gradient(

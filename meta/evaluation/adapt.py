@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
@@ -15,19 +15,19 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
-from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.train import PPORun, policy_for
-from meta.algorithm.ppo.train import train as ppo_train
-from meta.algorithm.ppo.weights import Weights, cpu_weights
+from meta.algorithm.ppo.policy import Policy, policy_with
+from meta.algorithm.ppo.rollout import NullTimers, Timers
+from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import Task
+from meta.algorithm.request import TrainRequest, TrainResult
 from meta.config import Config
 from meta.evaluation.config import EvalConfig, Procedure
-from meta.evaluation.games import adapt_game, game_columns, measure_game
+from meta.evaluation.games import game_columns, measure_game
 from meta.evaluation.statistics import Measurement
 from meta.evaluation.tasks import EvalTask, derived_seed
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import Executor, retrying
-from meta.runtime.jobs import Call
+from meta.runtime.jobs import run_request
 from meta.runtime.slots import claimed_slot
 
 Act = Callable[[np.ndarray], np.ndarray]
@@ -68,8 +68,11 @@ class Setting:
         scaled = {-(-b * largest // own) for b in self.eval.budgets}
         return sorted({*self.eval.budgets, *(b for b in scaled if b > top)})
 
-    def ppo(self, agents: int, procedure: Procedure | None = None) -> PPOConfig:
-        """The run's PPO with the procedure's optimizer, learning rate and buffer, held constant."""
+    def ppo(self, procedure: Procedure | None = None) -> PPOConfig:
+        """The run's PPO with the procedure's optimizer, learning rate and buffer, held constant.
+
+        An adaptation runs a number of updates (its largest budget), not of agent-steps.
+        """
         procedure = procedure or Procedure()
         buffer = self.buffer_size(procedure)
         return replace(
@@ -78,7 +81,7 @@ class Setting:
             learning_rate=procedure.learning_rate or self.run.ppo.learning_rate,
             buffer_size=buffer,
             batch_size=min(self.run.ppo.batch_size, buffer),
-            max_steps=max(*self.budgets(procedure), 1) * self.steps_per_update(agents, procedure),
+            max_steps=max(*self.budgets(procedure), 1) * buffer,
             learning_rate_schedule="constant",
             beta_schedule="constant",
             epsilon_schedule="constant",
@@ -112,10 +115,32 @@ class AdaptJob:
     pretraining: str = ""
     """joint: the PPO settings its start was pretrained with (recorded)."""
 
+    def request(self) -> TrainRequest:
+        """The adaptation as a training request: the start's weights at every budget back."""
+        setting, task, procedure = self.setting, self.task, self.procedure
+        budgets = setting.budgets(procedure)
+        return TrainRequest(
+            tasks=(task.task,),
+            weights=self.start,
+            seed=derived_seed(
+                setting.seed, task.split, task.task.family, task.index, self.seed, _ADAPT
+            ),
+            ppo=setting.ppo(procedure),
+            network=setting.run.network,
+            device=setting.device,
+            updates=max(budgets),
+            log_std=procedure.log_std,
+            snapshots=tuple(budgets),
+        )
+
+    def __call__(self, pool: EnvPool, timers: Timers) -> list[Measurement]:
+        """The job's measurements, on environments of its own (meta.runtime.jobs.Job)."""
+        return adapt_job(self)
+
 
 def adaptations(executor: Executor, jobs: Sequence[AdaptJob]) -> Iterator[list[Measurement]]:
     """Every job's measurements on `executor`, in the jobs' order."""
-    return executor.run([Call(adapt_job, job) for job in jobs], retrying(RETRIES))
+    return executor.run(jobs, retrying(RETRIES))
 
 
 def adapt_job(job: AdaptJob) -> list[Measurement]:
@@ -141,38 +166,21 @@ def adapt(pool: EnvPool, adapt_job: AdaptJob) -> list[Measurement]:
     A game of teams adapts with the ghost trainer and is measured by its win rates against
     a random policy and against the run's weights (meta.evaluation.games).
     """
-    setting, job, seed, start = adapt_job.setting, adapt_job.task, adapt_job.seed, adapt_job.start
-    ev, task, procedure = setting.eval, job.task, adapt_job.procedure
+    result = run_request(adapt_job.request(), pool, NullTimers())
+    return measured(pool, adapt_job, result)
+
+
+def measured(pool: EnvPool, adapt_job: AdaptJob, result: TrainResult) -> list[Measurement]:
+    """The rows of an adaptation's result: its start's episodes after every budget."""
+    setting, job, seed = adapt_job.setting, adapt_job.task, adapt_job.seed
+    ev, task = setting.eval, job.task
     game = envs.family(task.family).adversarial
-    adapt_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _ADAPT)
-    budgets = set(setting.budgets(procedure))
-    env = pool.env(task.family, task.params, adapt_seed)
-    try:
-        env.reset()
-        agents = len(env.get_steps(next(iter(env.behavior_specs)))[0])
-        policy = policy_for(env, setting.run.network, seed=adapt_seed).to(setting.device)
-        if start is not None:
-            policy.load_state_dict(start)
-        if procedure.log_std is not None:
-            with torch.no_grad():
-                policy.log_std.fill_(procedure.log_std)
-        snapshots = {0: cpu_weights(policy)} if 0 in budgets else {}
-
-        def snapshot(update: int, _: Mapping[str, float]) -> None:
-            if update in budgets:
-                snapshots[update] = cpu_weights(policy)
-
-        if max(budgets) > 0 and game:
-            adapt_game(env, policy, setting.ppo(agents, procedure), adapt_seed, snapshot)
-        elif max(budgets) > 0:
-            ppo = setting.ppo(agents, procedure)
-            ppo_train(PPORun(env, policy, ppo, adapt_seed, on_update=snapshot))
-    finally:
-        pool.release(env)
+    per_update = int(result.stats["steps"]) // int(result.stats["updates"]) if result.stats else 0
+    policy = policy_with(result.weights, setting.run.network).to(setting.device)
     measure_seed = derived_seed(setting.seed, job.split, task.family, job.index, seed, _MEASURE)
     rows = []
-    for budget in sorted(snapshots):
-        policy.load_state_dict(snapshots[budget])
+    for budget, weights in sorted(result.snapshots.items()):
+        policy.load_state_dict(weights)
         scores = None
         if game:
             scores = measure_game(
@@ -196,14 +204,14 @@ def adapt(pool: EnvPool, adapt_job: AdaptJob) -> list[Measurement]:
                 task=job.index,
                 seed=seed,
                 budget=budget,
-                env_steps=budget * setting.steps_per_update(agents, procedure),
+                env_steps=budget * per_update,
                 mean_reward=reward,
                 success=success,
                 episodes=episodes,
                 task_params=task.params_json(),
                 **game_columns(scores),
                 meta_seed=adapt_job.meta_seed,
-                adaptation=setting.label(procedure),
+                adaptation=setting.label(adapt_job.procedure),
                 pretraining=adapt_job.pretraining,
             )
         )

@@ -11,34 +11,22 @@ the win rate against the random policy, its mean reward the mean result there (+
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.train import PPORun, policy_for
+from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.selfplay.match import RANDOM, play_match
-from meta.algorithm.selfplay.trainer import ghost_train
 from meta.runtime.envpool import EnvPool
 
-OnUpdate = Callable[[int, Mapping[str, float]], None]
 REFERENCE = Path(__file__).resolve().parent / "references" / "Sumo.pt"
 """The fixed reference player every run's games are also measured against (so runs compare)."""
-
-
-def adapt_game(
-    env: AgentEnvironment, policy: Policy, ppo: PPOConfig, seed: int, on_update: OnUpdate
-) -> None:
-    """Adapt `policy` in place with the ghost trainer (its snapshots start from the policy)."""
-    if ppo.self_play is None:
-        raise ValueError("a game of teams adapts with self-play: the run has no ppo.self_play")
-    ghost_train(PPORun(env, policy, ppo, seed, on_update=on_update))
 
 
 class GameScores(NamedTuple):

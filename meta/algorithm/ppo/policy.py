@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 
 import torch
 from torch import nn
@@ -218,3 +219,11 @@ def make_policy(obs_size: int, action_size: int, cfg: NetworkConfig, seed: int) 
     with torch.random.fork_rng(devices=[]), torch_threads(1):
         torch.manual_seed(seed)
         return Policy(obs_size, action_size, cfg)
+
+
+def policy_with(weights: Mapping[str, torch.Tensor], cfg: NetworkConfig) -> Policy:
+    """A policy holding `weights`, sized by them (observations: the normaliser's, actions: σ's)."""
+    obs_size, action_size = weights["normalizer.mean"].shape[0], weights["log_std"].shape[0]
+    policy = make_policy(obs_size, action_size, cfg, seed=0)
+    policy.load_state_dict(weights)
+    return policy

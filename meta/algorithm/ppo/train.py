@@ -74,6 +74,8 @@ class PPORun:
     stats_channel: StatsSideChannel | None = None
     timers: Timers = field(default_factory=NullTimers)
     on_update: OnUpdate | None = None
+    updates: int | None = None
+    """Stop after this many updates (None: at cfg.max_steps agent-steps)."""
 
     def begin(self) -> tuple[Optimizer, Schedule, torch.Generator]:
         """Check the settings, clear the env's stats; the optimizer, schedule and generator."""
@@ -102,7 +104,15 @@ def train(run: PPORun) -> dict[str, float]:
     cfg, timers = run.cfg, run.timers
     collector = Collector(run.env, BEHAVIOR_NAME, run.policy, generator, cfg.time_horizon, timers)
     history, steps = run_updates(
-        collector, run.policy, optimizer, cfg, schedule, generator, timers, run.on_update
+        collector,
+        run.policy,
+        optimizer,
+        cfg,
+        schedule,
+        generator,
+        timers,
+        run.on_update,
+        run.updates,
     )
     success = _success(run.stats_channel)
     return summary(history, collector.episodes, success, steps, time.perf_counter() - started)
@@ -135,8 +145,10 @@ def run_updates(
     generator: torch.Generator,
     timers: Timers,
     on_update: OnUpdate | None = None,
+    updates: int | None = None,
 ) -> tuple[list[dict[str, float]], int]:
-    """Collect a buffer and update, until cfg.max_steps agent-steps; the updates and the steps.
+    """Collect a buffer and update, until cfg.max_steps agent-steps (or `updates` updates);
+    the updates and the steps.
 
     Each update reads `schedule` before its buffer is collected, or after its steps are counted
     (`schedule_timing=after_buffer`, as ML-Agents reads `policy.get_current_step()`).
@@ -146,7 +158,7 @@ def run_updates(
     worker, update_threads = _update_threads(collector.device)
     steps, history = 0, []
     try:
-        while steps < cfg.max_steps:
+        while steps < cfg.max_steps if updates is None else len(history) < updates:
             current = schedule(steps)
             rollout = collector.collect(horizon)
             steps += rollout.num_steps

@@ -66,7 +66,7 @@ def ghost_train(run: PPORun, state: SelfPlayState | None = None) -> GhostOutcome
             run.on_update(k, update)
 
     history, steps = run_updates(
-        collector, policy, optimizer, cfg, schedule, generator, run.timers, updated
+        collector, policy, optimizer, cfg, schedule, generator, run.timers, updated, run.updates
     )
     after = {"elo": ghost.current_elo, "ghost": ghost.state_dict()}
     return GhostOutcome(history, collector, after, steps)
