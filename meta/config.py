@@ -15,7 +15,7 @@ from meta.evaluation.metric import check_objective
 
 INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
-RUNTIMES = ("local", "ray")
+RUNTIMES = ("local", "ray", "batched")
 
 
 @dataclass
@@ -163,7 +163,8 @@ class RuntimeConfig:
     """Where a meta-step's inner trainings and meta-eval's adaptation jobs run."""
 
     backend: str = "local"
-    """`local` (this process, one job after the other) or `ray` (Ray actors, side by side)."""
+    """`local` (this process, one job after the other), `ray` (Ray actors, side by side) or
+    `batched` (this process, a meta-step's trainings stacked into one network, in lockstep)."""
     address: str | None = None
     """ray: null starts a local Ray cluster; `auto` joins the running one; or `host:port`."""
     num_actors: int = 2
@@ -292,6 +293,11 @@ class Config:
                 "and cannot train a game of teams (use meta=reptile)"
             )
         check_normalizer(self.network, self.ppo)
+        if self.runtime.backend == "batched" and self.env.backend != "native":
+            raise ValueError(
+                "runtime=batched stacks native tasks only: env.backend=unity builds serve one "
+                "training per worker (use runtime=local or runtime=ray)"
+            )
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
         if self.optimized_metric:

@@ -128,12 +128,17 @@ def make_executor(
     pool: EnvPool | None = None,
     timers: Timers | None = None,
 ) -> Executor:
-    """Ray actors for runtime=ray (connected already), else this process for 1 worker, else
-    a process pool; `pool` is this process's (meta-train's run pool; a fresh one if None)."""
+    """Ray actors for runtime=ray (connected already), stacked trainings for runtime=batched,
+    else this process for 1 worker, else a process pool; `pool` is this process's (meta-train's
+    run pool; a fresh one if None)."""
     if runtime.backend == "ray":
         from meta.runtime.actors import RayExecutor
 
         return RayExecutor(runtime, env, None if pool is None else pool.log_folder)
+    if runtime.backend == "batched":
+        from meta.runtime.batched import BatchedExecutor
+
+        return BatchedExecutor(pool or EnvPool(env), timers)
     if workers > 1:
         return ProcessExecutor(workers, env)
     return LocalExecutor(pool or EnvPool(env), timers)

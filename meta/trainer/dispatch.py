@@ -18,6 +18,7 @@ from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import OptimizerState, SelfPlayState, TrainResult
+from meta.algorithm.stacked.train import stackable
 from meta.errors import first_line
 from meta.runtime.executor import Executor, make_executor
 from meta.runtime.jobs import Training
@@ -37,6 +38,7 @@ class InnerTrainings:
         self.plan, self.cfg, self.learner, self.timers = plan, plan.cfg, learner, timers
         self.restarts = 0
         self._executor: Executor | None = None
+        self._told = False
 
     def start_executor(self) -> Executor:
         """Where the requests run, started on the first call (Ray's actors with the first step)."""
@@ -62,6 +64,12 @@ class InnerTrainings:
         """The meta-step's trainings; a crashed build or lost actor is replaced, its request
         retried. A chain starts from `optimizer_state`; games from the run's `self_play_state`."""
         requests = self.learner.requests(k, theta, tasks, hyper, self_play_state)
+        if self.cfg.runtime.backend == "batched" and not self._told:
+            self._told = True
+            alone = stackable(requests[0]) if len(requests) > 1 or self.learner.chained else None
+            if self.learner.chained or alone is not None:
+                why = alone or "each continues the previous one's Adam state"
+                log.info("runtime=batched: these trainings run one after the other (%s)", why)
         on_crash = partial(self._crashed, k)
         if not self.learner.chained:
             return list(self.start_executor().run([Training(r) for r in requests], on_crash))

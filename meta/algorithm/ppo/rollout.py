@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -11,7 +12,7 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.policy import FrozenPolicy, Policy
+from meta.algorithm.ppo.policy import Policy
 from meta.runtime.threads import torch_threads
 
 
@@ -20,6 +21,11 @@ class Timers(Protocol):
 
     def scope(self, name: str) -> contextlib.AbstractContextManager[Any]: ...
 
+
+ValueFn = Callable[[torch.Tensor], torch.Tensor]
+"""V(s) of a batch of observations, (batch,)."""
+Acted = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""A policy's (action, log-prob, value) for one step of every agent."""
 
 SERIAL_BATCH = 256
 """Collections of up to this many agents run on one torch thread: a second gains nothing at 64
@@ -121,9 +127,24 @@ class Collector:
         if threads is None:
             threads = 1 if self.num_agents <= SERIAL_BATCH else torch.get_num_threads()
         with torch_threads(threads):
-            return self._collect(steps)
+            acting = self.policy.frozen()
+            stepping = self.stepping(steps, acting.value)
+            try:
+                obs = next(stepping)
+                while True:
+                    with self.timers.scope("policy_forward"):
+                        acted = acting.act(obs.to(self.device), self.generator)
+                    obs = stepping.send(acted)
+            except StopIteration as done:
+                return done.value
 
-    def _collect(self, steps: int) -> Rollout:
+    def stepping(self, steps: int, value_of: ValueFn) -> Generator[torch.Tensor, Acted, Rollout]:
+        """`steps` environment steps: yields each observation, is sent the policy's (action,
+        log-prob, value) for it and returns the filled buffer, its bootstrap values by `value_of`.
+
+        Whoever drives it acts: the collector itself, or one policy stacked with others
+        (meta.algorithm.stacked) that acts for several collectors at once.
+        """
         n, obs_size = self.obs.shape
         action_size = self.env.behavior_specs[self.behavior].action_spec.continuous_size
         obs_np = np.empty((steps, n, obs_size), np.float32)
@@ -138,12 +159,10 @@ class Collector:
         clipped = np.empty((n, action_size), np.float32)
         # One ActionTuple over a reused buffer: the env reads it before the next step rewrites it.
         action_tuple = ActionTuple(continuous=clipped)
-        acting = self.policy.frozen()
         ids = self.agent_ids
         for t in range(steps):
             obs_np[t] = self.obs
-            with self.timers.scope("policy_forward"):
-                action, log_prob, value = acting.act(obs[t].to(self.device), self.generator)
+            action, log_prob, value = yield obs[t]
             actions[t].copy_(action)
             log_probs[t].copy_(log_prob)
             values[t].copy_(value)
@@ -175,8 +194,8 @@ class Collector:
             self.trajectory_length[cut] = 0
             self.obs = decision.obs[0]
         last_obs = torch.from_numpy(self.obs.copy())
-        values[steps].copy_(acting.value(last_obs.to(self.device)))
-        next_values = next_state_values(acting, values, ended, timeouts, self.device)
+        values[steps].copy_(value_of(last_obs.to(self.device)))
+        next_values = next_state_values(value_of, values, ended, timeouts, self.device)
         return Rollout(
             obs,
             actions,
@@ -203,7 +222,7 @@ Pieces = list[tuple[int, np.ndarray, np.ndarray]]
 
 
 def next_state_values(
-    acting: FrozenPolicy,
+    value: ValueFn,
     values: torch.Tensor,
     ended: np.ndarray,
     pieces: Pieces,
@@ -216,7 +235,7 @@ def next_state_values(
         # Time-outs (and other cuts) are not failures: bootstrap them from the value of the
         # final state, all of the buffer's in one batch.
         final_obs = torch.from_numpy(np.concatenate([o for _, _, o in pieces]))
-        final_values = acting.value(final_obs.to(device)).cpu()
+        final_values = value(final_obs.to(device)).cpu()
         rows = torch.from_numpy(np.concatenate([np.full(len(i), t) for t, i, _ in pieces]))
         cols = torch.from_numpy(np.concatenate([i for _, i, _ in pieces]))
         next_values[rows, cols] = final_values
@@ -235,10 +254,10 @@ def revalued(rollout: Rollout, policy: Policy) -> Rollout:
         return rollout
     b, (steps, n) = rollout.bootstrap, rollout.rewards.shape
     device = next(policy.parameters()).device
-    acting = policy.frozen()
+    value = policy.frozen().value
     every = torch.cat([rollout.obs.reshape(steps * n, -1), b.last_obs]).to(device)
-    values = acting.value(every).cpu().reshape(steps + 1, n)
-    next_values = next_state_values(acting, values, b.ended, b.pieces, device)
+    values = value(every).cpu().reshape(steps + 1, n)
+    next_values = next_state_values(value, values, b.ended, b.pieces, device)
     return replace(rollout, values=values[:-1], next_values=next_values)
 
 

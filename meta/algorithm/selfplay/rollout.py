@@ -150,7 +150,7 @@ class TeamCollector:
             self.trajectory_length[cut] = 0
         last = torch.from_numpy(self.obs[self.ghost.learning_team].copy())
         values[steps].copy_(acting.value(last.to(self.device)))
-        next_values = next_state_values(acting, values, ended, bootstraps, self.device)
+        next_values = next_state_values(acting.value, values, ended, bootstraps, self.device)
         return Rollout(
             obs,
             actions,

@@ -1,0 +1,146 @@
+"""k policies as one: each weight stacked on a leading axis, each layer one batched product.
+
+The weights keep the layout of `Policy`'s state_dict (a layer's weight is (k, out, in)), so a
+member's weights are a slice and the gradients come out where the weights are. The arithmetic
+is `Policy`'s, operation for operation, with a leading axis; only the matrix products are
+batched (`baddbmm`), which round differently from `addmm`: meta.algorithm.stacked.train says
+by how much.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch.nn import functional as F
+
+from meta.algorithm.ppo.policy import LOG_2PI, MLAGENTS_EPSILON
+from meta.algorithm.ppo.weights import Weights
+
+NORMALIZER = ("normalizer.mean", "normalizer.var", "normalizer.count")
+
+
+class StackedPolicy:
+    """The actor-critic of `Policy`, k times over: parameters (k, ...) that require grad."""
+
+    def __init__(
+        self, weights: Sequence[Weights], normalize: bool, epsilon: float, device: str
+    ) -> None:
+        self.keys = list(weights[0])
+        self.k, self.normalize, self.epsilon = len(weights), normalize, epsilon
+        stacked = {key: torch.stack([w[key] for w in weights]).to(device) for key in self.keys}
+        self.buffers = {key: stacked[key] for key in NORMALIZER}
+        self.params = {
+            key: value.requires_grad_() for key, value in stacked.items() if key not in NORMALIZER
+        }
+        self.actor = _layers(self.params, "actor.")
+        self.critic = _layers(self.params, "critic.")
+
+    @property
+    def log_std(self) -> torch.Tensor:
+        """(k, actions)."""
+        return self.params["log_std"]
+
+    def parameters(self) -> list[torch.Tensor]:
+        """Every stacked parameter, in the state_dict's order."""
+        return list(self.params.values())
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """(k, n, obs) as each member's networks see them (normalised and clipped)."""
+        if not self.normalize:
+            return obs
+        mean, var = self.buffers["normalizer.mean"], self.buffers["normalizer.var"]
+        scale = torch.rsqrt(var + self.epsilon)
+        return torch.clamp((obs - mean[:, None]) * scale[:, None], -5.0, 5.0)
+
+    def mean_from(self, x: torch.Tensor) -> torch.Tensor:
+        """Action means (k, n, actions)."""
+        return _run(self.actor, x)
+
+    def value_from(self, x: torch.Tensor) -> torch.Tensor:
+        """Values (k, n)."""
+        return _run(self.critic, x)[..., 0]
+
+    def entropy(self, mean_over_dimensions: bool) -> torch.Tensor:
+        """Each member's entropy bonus (k,): summed, or ML-Agents' mean over dimensions."""
+        if mean_over_dimensions:
+            variance = torch.exp(2.0 * self.log_std)
+            return (0.5 * torch.log(2.0 * torch.pi * torch.e * variance + MLAGENTS_EPSILON)).mean(
+                -1
+            )
+        return (0.5 * (1.0 + LOG_2PI) + self.log_std).sum(-1)
+
+    @torch.no_grad()
+    def act(
+        self, obs: torch.Tensor, generators: Sequence[torch.Generator]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every member's sampled actions, log-probabilities and values for (k, n, obs)."""
+        x = self.features(obs)
+        mean, value = self.mean_from(x), self.value_from(x)
+        shape = mean.shape[1:]
+        noise = torch.stack(
+            [
+                torch.randn(shape, generator=g, device=mean.device, dtype=mean.dtype)
+                for g in generators
+            ]
+        )
+        std = self.log_std.exp()[:, None]
+        action = torch.addcmul(mean, std, noise)
+        base = -(self.log_std + 0.5 * LOG_2PI).sum(-1)
+        log_prob = noise.square().sum(-1).mul(-0.5).add(base[:, None])
+        return action, log_prob, value
+
+    @torch.no_grad()
+    def member_value(self, i: int, obs: torch.Tensor) -> torch.Tensor:
+        """Member i's V(s) of (batch, obs), (batch,)."""
+        return self._slice(i).value_from(self._slice(i).features(obs[None]))[0]
+
+    def _slice(self, i: int) -> StackedPolicy:
+        view = object.__new__(StackedPolicy)
+        view.keys, view.k, view.normalize, view.epsilon = self.keys, 1, self.normalize, self.epsilon
+        view.buffers = {key: value[i : i + 1] for key, value in self.buffers.items()}
+        view.params = {key: value[i : i + 1] for key, value in self.params.items()}
+        view.actor, view.critic = _layers(view.params, "actor."), _layers(view.params, "critic.")
+        return view
+
+    @torch.no_grad()
+    def update_normalizer(self, obs: torch.Tensor, prior: int) -> None:
+        """Each member's Normalizer.prime(prior) and Normalizer.update of its (k, N, obs)."""
+        mean, var, count = (self.buffers[key] for key in NORMALIZER)
+        if prior > 0:
+            count.masked_fill_(count == 0.0, float(prior))
+        n = obs.shape[1]
+        batch_mean = obs.mean(1)
+        batch_var = obs.var(1, unbiased=False)
+        total = count + n
+        delta = batch_mean - mean
+        mean += delta * (n / total)[:, None]
+        spread = delta.square() * (count * n / total)[:, None]
+        var.copy_((var * count[:, None] + batch_var * n + spread) / total[:, None])
+        count.copy_(total)
+
+    def weights(self, i: int) -> Weights:
+        """Member i's state_dict, on the CPU, as `Policy.state_dict()` orders it."""
+        every = {**self.params, **self.buffers}
+        return {key: every[key][i].detach().to("cpu", copy=True) for key in self.keys}
+
+
+Layers = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def _layers(params: dict[str, torch.Tensor], prefix: str) -> Layers:
+    """The (weight, bias) pairs of one MLP, in order."""
+    names = [
+        key[: -len(".weight")]
+        for key in params
+        if key.startswith(prefix) and key.endswith(".weight")
+    ]
+    return [(params[f"{name}.weight"], params[f"{name}.bias"]) for name in names]
+
+
+def _run(layers: Layers, x: torch.Tensor) -> torch.Tensor:
+    """The MLP on (k, n, inputs): SiLU between the layers, none after the last."""
+    *hidden, (weight, bias) = layers
+    for w, b in hidden:
+        x = F.silu(torch.baddbmm(b[:, None], x, w.transpose(1, 2)))
+    return torch.baddbmm(bias[:, None], x, weight.transpose(1, 2))

@@ -1,0 +1,70 @@
+"""Adam and SGD over stacked parameters: each member its own learning rate, state and clip.
+
+The formulas are those of torch.optim's fused Adam and of SGD (meta.algorithm.ppo.optim steps
+through them), with the learning rate a (k,) tensor; `clip_grad_norms` is
+`torch.nn.utils.clip_grad_norm_` taken per member over its slice of every gradient.
+"""
+
+from __future__ import annotations
+
+import torch
+
+BETA1, BETA2 = 0.9, 0.999
+
+
+def clip_grad_norms(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Scale each member's gradients to a global norm of at most `max_norm`; the norms (k,)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    k = grads[0].shape[0]
+    squares = torch.stack([g.reshape(k, -1).square().sum(1) for g in grads]).sum(0)
+    norms = squares.sqrt()
+    coef = torch.clamp(max_norm / (norms + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef.view(k, *([1] * (g.ndim - 1))))
+    return norms
+
+
+class StackedOptimizer:
+    """`adam` (fused torch.optim.Adam's arithmetic) or `sgd` over stacked parameters.
+
+    `scaled` parameters step as they would stored times `scale` (ppo.action_scale): Adam at
+    lr / scale and eps * scale, SGD at lr / scale^2, as meta.algorithm.ppo.optim does.
+    """
+
+    def __init__(
+        self,
+        params: list[torch.Tensor],
+        kind: str,
+        eps: float,
+        scaled: list[torch.Tensor],
+        scale: float,
+    ) -> None:
+        self.params, self.kind, self.eps = params, kind, eps
+        self.scale_of = {id(p): (scale if any(p is s for s in scaled) else 1.0) for p in params}
+        self.moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+        self.steps = 0
+
+    def zero_grad(self) -> None:
+        """Drop the gradients."""
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, learning_rates: torch.Tensor) -> None:
+        """One step of every member at its own learning rate (k,)."""
+        self.steps += 1
+        k = learning_rates.shape[0]
+        for p, (exp_avg, exp_avg_sq) in zip(self.params, self.moments, strict=True):
+            if p.grad is None:
+                continue
+            scale = self.scale_of[id(p)]
+            lr = learning_rates.view(k, *([1] * (p.ndim - 1)))
+            if self.kind == "sgd":
+                p.sub_(p.grad * (lr / scale**2))
+                continue
+            exp_avg.lerp_(p.grad, 1 - BETA1)
+            exp_avg_sq.mul_(BETA2).addcmul_(p.grad, p.grad, value=1 - BETA2)
+            bias_correction1 = 1 - BETA1**self.steps
+            bias_correction2_sqrt = (1 - BETA2**self.steps) ** 0.5
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps * scale)
+            p.sub_(exp_avg / denom * (lr / scale / bias_correction1))

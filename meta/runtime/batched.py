@@ -1,0 +1,62 @@
+"""runtime=batched: a list of jobs whose training requests stack trains as one stacked network.
+
+Training jobs that can stack (meta.algorithm.stacked.train.stackable) and share their settings
+train in lockstep (train_stacked), every other job alone in this process, as LocalExecutor
+runs it. Results come in the jobs' order. The native tasks only: a build's environments are
+its workers, which a stack of k trainings would have to share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+from meta.algorithm.ppo.rollout import NullTimers, Timers
+from meta.algorithm.request import TrainRequest
+from meta.algorithm.stacked.train import same_shape, stackable, train_stacked
+from meta.runtime.envpool import EnvPool
+from meta.runtime.executor import OnCrash, give_up
+from meta.runtime.jobs import Job, Training
+
+R = TypeVar("R")
+
+
+class BatchedExecutor:
+    """Stackable training requests in stacks of the same settings; other jobs one by one."""
+
+    def __init__(self, pool: EnvPool, timers: Timers | None = None) -> None:
+        self.pool, self.timers = pool, timers or NullTimers()
+
+    def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
+        """Every result, in order (native environments do not crash: `on_crash` is not told)."""
+        results: dict[int, R] = {}
+        for group in stacks(jobs):
+            requests = [jobs[i].request for i in group]  # type: ignore[attr-defined]
+            envs = [self.pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
+            try:
+                with self.timers.scope("inner_training"):
+                    trained = train_stacked(requests, envs, self.timers)
+            finally:
+                for env in envs:
+                    self.pool.release(env)
+            results.update(zip(group, trained, strict=True))  # type: ignore[arg-type]
+        for i, job in enumerate(jobs):
+            yield results[i] if i in results else job(self.pool, self.timers)
+
+    def close(self) -> None:
+        """The pool belongs to whoever made it."""
+
+
+def stacks(jobs: Sequence[Job[R]]) -> list[list[int]]:
+    """Indices of the training jobs that train together, each list one stack of 2 or more."""
+    groups: list[tuple[TrainRequest, list[int]]] = []
+    for i, job in enumerate(jobs):
+        if not isinstance(job, Training) or stackable(job.request) is not None:
+            continue
+        for first, members in groups:
+            if same_shape(first, job.request):
+                members.append(i)
+                break
+        else:
+            groups.append((job.request, [i]))
+    return [members for _, members in groups if len(members) > 1]

@@ -1,0 +1,90 @@
+"""Stacked trainings (runtime=batched): each member as its request trains alone, to rounding."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.weights import cpu_weights
+from meta.algorithm.reptile import Task
+from meta.algorithm.request import TrainRequest
+from meta.algorithm.stacked.train import stackable, train_stacked
+from meta.algorithm.training import train
+from meta.config import EnvConfig
+from meta.observe.tags import SUCCESS
+from meta.runtime.envpool import EnvPool
+
+PPO = PPOConfig(max_steps=1024, buffer_size=512, batch_size=128, num_epoch=2)
+NETWORK = NetworkConfig(hidden_units=32)
+TOLERANCE = 1e-5
+"""max |Δ| over the weights after a training: the batched products round differently."""
+
+
+def _requests(ppo: PPOConfig = PPO, **fields: object) -> tuple[EnvPool, list[TrainRequest]]:
+    pool = EnvPool(EnvConfig(num_areas=8))
+    theta = cpu_weights(policy_for(pool.env("FindTarget", {}, 0), NETWORK, seed=5))
+    tasks = [Task("FindTarget", {}), Task("CarryObject", {}), Task("FindTarget", {"goal_x": 0.5})]
+    requests = [
+        TrainRequest((task,), theta, 40 + i, ppo, NETWORK, **fields)  # type: ignore[arg-type]
+        for i, task in enumerate(tasks)
+    ]
+    return pool, requests
+
+
+def _alone_and_stacked(pool: EnvPool, requests: list[TrainRequest]) -> tuple[list, list]:
+    def env(r: TrainRequest):  # type: ignore[no-untyped-def]
+        return pool.env(r.tasks[0].family, r.tasks[0].params, r.seed)
+
+    alone = [train(r, env(r)) for r in requests]
+    return alone, train_stacked(requests, [env(r) for r in requests])
+
+
+def _max_delta(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+@pytest.mark.parametrize(
+    "ppo",
+    [PPO, replace(PPO, optimizer="sgd", learning_rate=0.05), replace(PPO, max_grad_norm=0.01)],
+    ids=["adam", "sgd", "clipped"],
+)
+def test_each_member_trains_as_its_request_alone_to_rounding(ppo: PPOConfig) -> None:
+    pool, requests = _requests(ppo)
+    alone, stacked = _alone_and_stacked(pool, requests)
+    for a, s, r in zip(alone, stacked, requests, strict=True):
+        assert _max_delta(a.weights, r.weights) > 100 * TOLERANCE  # it did train
+        assert _max_delta(a.weights, s.weights) < TOLERANCE
+        assert a.stats["steps"] == s.stats["steps"] and a.stats["episodes"] == s.stats["episodes"]
+        assert a.stats[SUCCESS] == pytest.approx(s.stats[SUCCESS], nan_ok=True)
+    # members differ from each other: each has its own task and random stream
+    assert _max_delta(stacked[0].weights, stacked[1].weights) > 100 * TOLERANCE
+
+
+def test_stacked_training_is_deterministic_and_keeps_snapshots() -> None:
+    pool, requests = _requests(updates=2, snapshots=(0, 2))
+    first, again = (
+        train_stacked(
+            requests, [pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
+        )
+        for _ in range(2)
+    )
+    for a, b, r in zip(first, again, requests, strict=True):
+        assert all(torch.equal(a.weights[k], b.weights[k]) for k in a.weights)
+        assert sorted(a.snapshots) == [0, 2]
+        assert all(torch.equal(a.snapshots[0][k], r.weights[k]) for k in r.weights)
+        assert all(torch.equal(a.snapshots[2][k], a.weights[k]) for k in a.weights)
+
+
+def test_requests_that_cannot_stack_say_why() -> None:
+    _, (request, *_) = _requests()
+    assert stackable(request) is None
+    assert "Adam" in str(stackable(replace(request, returns_optimizer=True)))
+    assert "per_dimension" in str(
+        stackable(replace(request, ppo=replace(PPO, ratio="per_dimension")))
+    )
+    two = replace(request, tasks=(Task("FindTarget", {}), Task("CarryObject", {})))
+    assert "several tasks" in str(stackable(two))
