@@ -21,6 +21,8 @@ from meta.runtime.threads import torch_threads
 AREAS = (16, 64, 256, 1024)
 HIDDEN_UNITS = (64, 128, 256, 512)
 META_BATCH_SIZES = (1, 4, 16)
+STACKS = (1, 4, 16, 64)
+STACK_HIDDEN_UNITS = (64, 128)
 OBS_SIZE, ACTION_SIZE = 10, 2
 """The built-in families' observation and action sizes."""
 
@@ -46,18 +48,23 @@ def inner_rate(settings: Settings, repeats: int, limit_repeats: int) -> dict[str
 
 
 def meta_step_rate(
-    meta_batch_size: int, meta_steps: int, folder: Path, limit_repeats: int
+    meta_batch_size: int,
+    meta_steps: int,
+    folder: Path,
+    limit_repeats: int,
+    runtime: str = "local",
 ) -> dict[str, Any]:
     """Meta-steps per minute of an in-process meta-train run, beside its GEMM limit."""
-    from meta.config import Config, LoggerConfig, MetaConfig
+    from meta.config import Config, LoggerConfig, MetaConfig, RuntimeConfig
     from meta.trainer import train as meta_train
 
     ppo = PPOConfig()
     cfg = Config(
-        run_id=f"batch-{meta_batch_size}",
+        run_id=f"{runtime}-{meta_batch_size}",
         results_dir=str(folder),
         meta=MetaConfig(steps=meta_steps, meta_batch_size=meta_batch_size),
         ppo=ppo,
+        runtime=RuntimeConfig(backend=runtime),
         logger=LoggerConfig(console=False, tensorboard=False),
     )
     run_dir = meta_train(cfg, cfg.run_id)
@@ -67,6 +74,7 @@ def meta_step_rate(
     limit_seconds = meta_batch_size * ppo.max_steps / bound
     return {
         "meta_batch_size": meta_batch_size,
+        "runtime": runtime,
         "per_minute": 60.0 / seconds,
         "limit_per_minute": 60.0 / limit_seconds,
         "fraction": limit_seconds / seconds,
@@ -85,10 +93,51 @@ def scaling(quick: bool) -> dict[str, Any]:
         ]
         meta_step_rate(1, 1, Path(folder) / "warm", limit_repeats)  # imports, first env
         batches = [
-            meta_step_rate(k, 2 if quick else 3, Path(folder) / "bench", limit_repeats)
+            meta_step_rate(k, 2 if quick else 3, Path(folder) / "bench", limit_repeats, runtime)
             for k in META_BATCH_SIZES
+            for runtime in ("local", "batched")
         ]
-    return {"areas": areas, "hidden_units": hidden, "meta_batch_size": batches}
+        stacks = [
+            stacked_rate(k, h, limit_repeats)
+            for h in STACK_HIDDEN_UNITS
+            for k in (STACKS[:-1] if quick else STACKS)
+        ]
+    return {"areas": areas, "hidden_units": hidden, "meta_batch_size": batches, "stacks": stacks}
+
+
+def stacked_rate(k: int, hidden: int, limit_repeats: int) -> dict[str, Any]:
+    """Aggregate agent-steps/s of k default inner trainings stacked, beside k GEMM limits."""
+    import time
+
+    from meta.algorithm.ppo.train import policy_for
+    from meta.algorithm.ppo.weights import cpu_weights
+    from meta.algorithm.reptile import Task
+    from meta.algorithm.request import TrainRequest
+    from meta.algorithm.stacked.train import train_stacked
+    from meta.config import EnvConfig
+    from meta.runtime.envpool import EnvPool
+
+    ppo, network, env = PPOConfig(), NetworkConfig(hidden_units=hidden), EnvConfig()
+    pool = EnvPool(env)
+    theta = cpu_weights(policy_for(pool.env("FindTarget", {}, 0), network))
+    families = ("FindTarget", "CarryObject")
+    requests = [
+        TrainRequest((Task(families[i % 2], {}),), theta, i, ppo, network) for i in range(k)
+    ]
+    envs = [pool.env(r.tasks[0].family, {}, r.seed) for r in requests]
+    started = time.perf_counter()
+    results = train_stacked(requests, envs)
+    seconds = time.perf_counter() - started
+    steps = sum(r.stats["steps"] for r in results)
+    # the stacked products do the FLOPs of k trainings' products: k trainings' limit
+    bound = _limit(network, ppo, env.num_areas, limit_repeats)
+    return {
+        "trainings": k,
+        "hidden_units": hidden,
+        "rate": steps / seconds,
+        "limit_rate": bound,
+        "fraction": steps / seconds / bound,
+    }
 
 
 def _share(row: dict[str, Any]) -> str:
@@ -105,14 +154,26 @@ def tables(scaled: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list
             for r in scaled[key]
         ]
 
+    by = {(r["meta_batch_size"], r.get("runtime", "local")): r for r in scaled["meta_batch_size"]}
     batches = [
         [
-            str(r["meta_batch_size"]),
-            f"{r['per_minute']:.1f}",
-            f"{r['limit_per_minute']:.1f}",
+            str(size),
+            f"{by[size, 'local']['per_minute']:.1f}",
+            f"{by[size, 'batched']['per_minute']:.1f}" if (size, "batched") in by else "-",
+            f"{by[size, 'local']['limit_per_minute']:.1f}",
+            _share(by[size, "local"]),
+        ]
+        for size in sorted({size for size, _ in by})
+    ]
+    stacks = [
+        [
+            str(r["trainings"]),
+            str(r["hidden_units"]),
+            f"{r['rate']:,.0f}",
+            f"{r['limit_rate']:,.0f}",
             _share(r),
         ]
-        for r in scaled["meta_batch_size"]
+        for r in scaled.get("stacks", [])
     ]
     return [
         (
@@ -126,8 +187,21 @@ def tables(scaled: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list
         (
             "Scaling: default meta-steps against meta.meta_batch_size (in-process, 1 thread)",
             (
-                ["meta.meta_batch_size", "meta-steps/min", "GEMM-only meta-steps/min", "share"],
+                [
+                    "meta.meta_batch_size",
+                    "meta-steps/min",
+                    "runtime=batched",
+                    "GEMM-only meta-steps/min",
+                    "share",
+                ],
                 batches,
+            ),
+        ),
+        (
+            "Stacked: k default inner trainings at once (runtime=batched's stack, 1 thread)",
+            (
+                ["trainings", "hidden units", "agent-steps/s", "GEMM-only agent-steps/s", "share"],
+                stacks,
             ),
         ),
     ]

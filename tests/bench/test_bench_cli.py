@@ -169,6 +169,8 @@ def test_quick_bench_reports_what_it_measured(
     monkeypatch.setattr(bench_scaling, "AREAS", (16,))
     monkeypatch.setattr(bench_scaling, "HIDDEN_UNITS", (64,))
     monkeypatch.setattr(bench_scaling, "META_BATCH_SIZES", (1, 2))
+    monkeypatch.setattr(bench_scaling, "STACKS", (1, 2, 4))  # --quick leaves out the last
+    monkeypatch.setattr(bench_scaling, "STACK_HIDDEN_UNITS", (64,))
     bench.main(["--quick", "--out", str(out), "--markdown", str(md), "--readme", str(page)])
     report: dict[str, Any] = json.loads(out.read_text())
     settings = report["settings"]
@@ -194,7 +196,9 @@ def test_quick_bench_reports_what_it_measured(
     scaled = report["scaling"]
     assert [r["areas"] for r in scaled["areas"]] == [16]
     assert [r["hidden_units"] for r in scaled["hidden_units"]] == [64]
-    assert [r["meta_batch_size"] for r in scaled["meta_batch_size"]] == [1, 2]
+    assert [r["meta_batch_size"] for r in scaled["meta_batch_size"]] == [1, 1, 2, 2]
+    assert [r["runtime"] for r in scaled["meta_batch_size"]] == ["local", "batched"] * 2
+    assert [(r["trainings"], r["hidden_units"]) for r in scaled["stacks"]] == [(1, 64), (2, 64)]
     tables = markdown_tables(text)
     printed = capsys.readouterr().out
     assert "meta-bench: wrote" in printed
@@ -273,9 +277,22 @@ def check_scaling_against_json(tables: dict[str, Table], scaled: dict[str, Any])
             assert shows(shown["share of limit"], row["fraction"])
             assert row["fraction"] == pytest.approx(row["rate"] / row["limit_rate"])
     (title,) = [t for t in tables if t.startswith("Scaling: default meta-steps")]
-    for shown, row in zip(tables[title], scaled["meta_batch_size"], strict=True):
-        assert int(shown["meta.meta_batch_size"]) == row["meta_batch_size"]
+    by = {(r["meta_batch_size"], r["runtime"]): r for r in scaled["meta_batch_size"]}
+    sizes = sorted({size for size, _ in by})
+    for shown, size in zip(tables[title], sizes, strict=True):
+        row, batched = by[size, "local"], by[size, "batched"]
+        assert int(shown["meta.meta_batch_size"]) == size
         assert shows(shown["meta-steps/min"], row["per_minute"])
+        assert shows(shown["runtime=batched"], batched["per_minute"])
         assert shows(shown["GEMM-only meta-steps/min"], row["limit_per_minute"])
         assert shows(shown["share"], row["fraction"])
         assert row["fraction"] == pytest.approx(row["per_minute"] / row["limit_per_minute"])
+    (title,) = [t for t in tables if t.startswith("Stacked: k default inner trainings")]
+    for shown, row in zip(tables[title], scaled["stacks"], strict=True):
+        assert (int(shown["trainings"]), int(shown["hidden units"])) == (
+            row["trainings"],
+            row["hidden_units"],
+        )
+        assert shows(shown["agent-steps/s"], row["rate"])
+        assert shows(shown["GEMM-only agent-steps/s"], row["limit_rate"])
+        assert shows(shown["share"], row["fraction"])
