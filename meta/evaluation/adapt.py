@@ -133,6 +133,14 @@ class AdaptJob:
             snapshots=tuple(budgets),
         )
 
+    def training(self) -> TrainRequest:
+        """The request (meta.runtime.jobs.TrainingJob)."""
+        return self.request()
+
+    def finish(self, pool: EnvPool, result: TrainResult) -> list[Measurement]:
+        """The measurements of the trained result at every budget."""
+        return measured(pool, self, result)
+
     def __call__(self, pool: EnvPool, timers: Timers) -> list[Measurement]:
         """The job's measurements, on environments of its own (meta.runtime.jobs.Job)."""
         return adapt_job(self)

@@ -88,6 +88,9 @@ class EvalConfig:
     workers: int = 1
     """Processes for adaptation jobs and joint baselines (spawned, 1 torch thread each);
     1: everything in this process. Results are the same for any number."""
+    batched: bool = False
+    """Adapt the jobs that share a procedure in lockstep, stacked into one network, in this
+    process (native tasks; eval.workers and runtime are then not used for adaptations)."""
     out_dir: str | None = None
     """Where the results go; null: <results_dir>/<run_id>/eval for one run, and
     <results_dir>/eval_<id>+<id>+... for several."""

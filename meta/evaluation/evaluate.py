@@ -43,6 +43,7 @@ from meta.evaluation.runs import JOINT_RUN, JointBaseline, joint_weights
 from meta.evaluation.selection import SelectionRow, chosen, select
 from meta.evaluation.statistics import Cell, Measurement, steps_to_target, summarise
 from meta.run.atomic import atomic_write_text
+from meta.runtime.batched import BatchedExecutor
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import Executor, LocalExecutor, make_executor
 
@@ -167,6 +168,8 @@ def evaluate(
     """
     ev = p.setting.eval
     own = executor is None
+    if executor is None and ev.batched:
+        executor = BatchedExecutor(EnvPool(p.setting.run.env))
     executor = executor or make_executor(p.runtime, p.setting.run.env, ev.workers)
     others = [s for s in ev.splits if s != ev.selection_split]
     bar = EvalProgress(progress, console)

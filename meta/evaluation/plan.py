@@ -94,6 +94,11 @@ def plan_eval(cli: Config, run_id: str) -> EvalPlan:
     configs = [load_run(cli.results_dir, i) for i in ids]
     check_same(configs)
     run = configs[0][1]
+    if cli.eval.batched and run.env.backend != "native":
+        raise ValueError(
+            "eval.batched=true stacks native tasks only: the run trained on env.backend="
+            f"{run.env.backend} builds (drop eval.batched)"
+        )
     setting = Setting(run, cli.eval, cli.seed, cli.torch_device)
     labels = [setting.label(a) for a in cli.eval.adaptation]
     if len(set(labels)) != len(labels):

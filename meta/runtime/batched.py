@@ -1,9 +1,10 @@
-"""runtime=batched: a list of jobs whose training requests stack trains as one stacked network.
+"""runtime=batched and eval.batched: jobs whose training requests stack train as one network.
 
-Training jobs that can stack (meta.algorithm.stacked.train.stackable) and share their settings
-train in lockstep (train_stacked), every other job alone in this process, as LocalExecutor
-runs it. Results come in the jobs' order. The native tasks only: a build's environments are
-its workers, which a stack of k trainings would have to share.
+Jobs that are a training request (meta.runtime.jobs.TrainingJob: meta-train's inner trainings,
+meta-eval's adaptations) that can stack (meta.algorithm.stacked.train.stackable) and share
+their settings train in lockstep (train_stacked), up to MAX_STACK at once; every other job
+runs alone in this process, as LocalExecutor runs it. Results come in the jobs' order. The
+native tasks only: a build's environments are its workers, which a stack would have to share.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from meta.algorithm.request import TrainRequest
 from meta.algorithm.stacked.train import same_shape, stackable, train_stacked
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash, give_up
-from meta.runtime.jobs import Job, Training
+from meta.runtime.jobs import Job, TrainingJob
 
 R = TypeVar("R")
+MAX_STACK = 64
+"""Trainings in one stack at most (memory grows with it; the gain has levelled off by then)."""
 
 
 class BatchedExecutor:
@@ -31,7 +34,8 @@ class BatchedExecutor:
         """Every result, in order (native environments do not crash: `on_crash` is not told)."""
         results: dict[int, R] = {}
         for group in stacks(jobs):
-            requests = [jobs[i].request for i in group]  # type: ignore[attr-defined]
+            stacked = [jobs[i] for i in group]
+            requests = [job.training() for job in stacked]  # type: ignore[attr-defined]
             envs = [self.pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
             try:
                 with self.timers.scope("inner_training"):
@@ -39,7 +43,8 @@ class BatchedExecutor:
             finally:
                 for env in envs:
                     self.pool.release(env)
-            results.update(zip(group, trained, strict=True))  # type: ignore[arg-type]
+            for i, job, result in zip(group, stacked, trained, strict=True):
+                results[i] = job.finish(self.pool, result)  # type: ignore[attr-defined]
         for i, job in enumerate(jobs):
             yield results[i] if i in results else job(self.pool, self.timers)
 
@@ -48,15 +53,18 @@ class BatchedExecutor:
 
 
 def stacks(jobs: Sequence[Job[R]]) -> list[list[int]]:
-    """Indices of the training jobs that train together, each list one stack of 2 or more."""
+    """Indices of the jobs that train together, each list one stack of 2 or more."""
     groups: list[tuple[TrainRequest, list[int]]] = []
     for i, job in enumerate(jobs):
-        if not isinstance(job, Training) or stackable(job.request) is not None:
+        if not isinstance(job, TrainingJob):
+            continue
+        request = job.training()
+        if stackable(request) is not None:
             continue
         for first, members in groups:
-            if same_shape(first, job.request):
+            if same_shape(first, request) and len(members) < MAX_STACK:
                 members.append(i)
                 break
         else:
-            groups.append((job.request, [i]))
+            groups.append((request, [i]))
     return [members for _, members in groups if len(members) > 1]

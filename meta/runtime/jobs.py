@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from envs.interface import TaskEnvironment
 from meta.algorithm.ppo.rollout import Timers
@@ -30,6 +30,19 @@ class Job(Protocol[R_co]):
         ...
 
 
+@runtime_checkable
+class TrainingJob(Protocol[R_co]):
+    """A job that is one training request and a last step on its result: what can stack."""
+
+    def training(self) -> TrainRequest:
+        """The request to train."""
+        ...
+
+    def finish(self, pool: EnvPool, result: TrainResult) -> R_co:
+        """The job's result from its training's."""
+        ...
+
+
 @dataclass(frozen=True)
 class Training:
     """meta-train's job: one training request, on an environment of the process's pool."""
@@ -39,6 +52,14 @@ class Training:
     def __call__(self, pool: EnvPool, timers: Timers) -> TrainResult:
         """The request's result."""
         return run_request(self.request, pool, timers)
+
+    def training(self) -> TrainRequest:
+        """The request."""
+        return self.request
+
+    def finish(self, pool: EnvPool, result: TrainResult) -> TrainResult:
+        """The training's result itself."""
+        return result
 
     def starting_from(self, weights: Weights) -> Training:
         """The same training from other start weights (Ray sends a shared start once)."""

@@ -16,7 +16,9 @@ from meta.algorithm.stacked.train import stackable, train_stacked
 from meta.algorithm.training import train
 from meta.config import EnvConfig
 from meta.observe.tags import SUCCESS
+from meta.runtime.batched import stacks
 from meta.runtime.envpool import EnvPool
+from meta.runtime.jobs import Call, Training
 
 PPO = PPOConfig(max_steps=1024, buffer_size=512, batch_size=128, num_epoch=2)
 NETWORK = NetworkConfig(hidden_units=32)
@@ -88,3 +90,12 @@ def test_requests_that_cannot_stack_say_why() -> None:
     )
     two = replace(request, tasks=(Task("FindTarget", {}), Task("CarryObject", {})))
     assert "several tasks" in str(stackable(two))
+
+
+def test_only_requests_of_one_setting_stack_together() -> None:
+    _, (a, b, c) = _requests()
+    other = replace(a, ppo=replace(PPO, buffer_size=256))
+    chained = replace(c, returns_optimizer=True)
+    jobs = [Training(a), Training(other), Training(b), Call(abs, -1), Training(chained)]
+    assert stacks([*jobs, Training(replace(other, seed=9))]) == [[0, 2], [1, 5]]
+    assert stacks(jobs) == [[0, 2]]  # a stack of one is no stack
