@@ -80,7 +80,8 @@ class Setting:
             optimizer=procedure.optimizer or self.run.ppo.optimizer,
             learning_rate=procedure.learning_rate or self.run.ppo.learning_rate,
             buffer_size=buffer,
-            batch_size=min(self.run.ppo.batch_size, buffer),
+            num_epoch=procedure.num_epoch or self.run.ppo.num_epoch,
+            batch_size=min(procedure.batch_size or self.run.ppo.batch_size, buffer),
             max_steps=max(*self.budgets(procedure), 1) * buffer,
             learning_rate_schedule="constant",
             beta_schedule="constant",
@@ -88,12 +89,20 @@ class Setting:
         )
 
     def label(self, procedure: Procedure) -> str:
-        """The procedure in words, e.g. `adam lr=0.003 buffer=512`."""
+        """The procedure in words, e.g. `adam lr=0.003 buffer=512 reset=value_head`."""
         ppo = self.run.ppo
         optimizer = procedure.optimizer or ppo.optimizer
         learning_rate = procedure.learning_rate or ppo.learning_rate
         label = f"{optimizer} lr={learning_rate:g} buffer={self.buffer_size(procedure)}"
-        return label if procedure.log_std is None else f"{label} log_std={procedure.log_std:g}"
+        if procedure.num_epoch is not None:
+            label += f" epochs={procedure.num_epoch}"
+        if procedure.batch_size is not None:
+            label += f" batch={procedure.batch_size}"
+        if procedure.log_std is not None:
+            label += f" log_std={procedure.log_std:g}"
+        if procedure.reset:
+            label += f" reset={'+'.join(procedure.reset)}"
+        return label
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,7 @@ class AdaptJob:
             device=setting.device,
             updates=max(budgets),
             log_std=procedure.log_std,
+            reset=tuple(procedure.reset),
             snapshots=tuple(budgets),
         )
 

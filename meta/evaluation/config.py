@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from meta.algorithm.ppo.config import OPTIMIZERS
+from meta.algorithm.resets import RESETS
 
 SELECTION_SPLITS = ("validation", "train")
 """Where each start's procedure may be chosen: tasks of the training distribution, never test."""
@@ -26,9 +27,27 @@ class Procedure:
     log_std: float | None = None
     """Adaptation only: the start's action log std, set before adapting (0.0: a fresh policy's,
     so every start explores as scratch does); null: the start's own."""
+    num_epoch: int | None = None
+    """Passes over each buffer; null: the run's ppo.num_epoch."""
+    batch_size: int | None = None
+    """Minibatch size (at most the buffer); null: the run's ppo.batch_size."""
+    reset: list[str] = field(default_factory=list)
+    """Adaptation only: parts of the start re-initialised as a fresh policy has them before
+    adapting: `value_head` (the critic's last layer), `policy_head` (the actor's last layer and
+    the action log std), `normalizer` (statistics re-estimated on the new task's first buffer).
+    A scratch start is a fresh policy already; log_std, when set, applies after the resets."""
 
     def validate(self, where: str) -> None:
         """Raise ValueError naming the first invalid field."""
+        for name in ("num_epoch", "batch_size"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{where}.{name} must be > 0, got {value}")
+        unknown = [r for r in self.reset if r not in RESETS]
+        if unknown:
+            raise ValueError(f"{where}.reset: unknown reset {unknown[0]!r} (use some of {RESETS})")
+        if len(set(self.reset)) != len(self.reset):
+            raise ValueError(f"{where}.reset names a reset twice: {list(self.reset)}")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(
                 f"{where}.optimizer: unknown optimizer {self.optimizer!r} (use one of {OPTIMIZERS})"
@@ -128,10 +147,12 @@ class EvalConfig:
             if len(set(map(repr, entries))) != len(entries):
                 raise ValueError(f"eval.{name} lists an entry twice: {list(map(repr, entries))}")
         for i, entry in enumerate(self.joint_ppo):
-            if entry.log_std is not None:
-                raise ValueError(
-                    f"eval.joint_ppo[{i}].log_std: an adaptation setting, not a pretraining one"
-                )
+            for name in ("log_std", "reset", "num_epoch", "batch_size"):
+                if getattr(entry, name) not in (None, []):
+                    raise ValueError(
+                        f"eval.joint_ppo[{i}].{name}: an adaptation setting, not a pretraining "
+                        "one (pretraining takes optimizer, learning_rate, buffer_size)"
+                    )
         if self.joint_run_id and self.joint_ppo != [Procedure()]:
             raise ValueError(
                 "eval.joint_run_id gives the joint baseline; eval.joint_ppo (which trains one per "
