@@ -57,16 +57,24 @@ class Setting:
     def budgets(self, procedure: Procedure | None = None) -> list[int]:
         """eval.budgets, continued so that every procedure reaches the same env-step horizon.
 
-        The horizon is the largest budget at the largest update size among eval.adaptation; a
-        procedure with smaller updates also gets the budgets of the larger size's env steps
-        beyond its own largest budget (e.g. 24, 32, 48, 64 updates of 512 for 6, 8, 12, 16 of
-        2,048), so that "not reached" means the same number of env steps for every start.
+        The horizon is the largest budget at the largest update size among eval.adaptation (or
+        eval.search's choices); a procedure with smaller updates also gets the budgets of the
+        larger size's env steps beyond its own largest budget (e.g. 24, 32, 48, 64 updates of
+        512 for 6, 8, 12, 16 of 2,048), so that "not reached" means the same number of env
+        steps for every start.
         """
         own = self.buffer_size(procedure or Procedure())
-        largest = max(self.buffer_size(p) for p in self.eval.adaptation)
-        top = max(self.eval.budgets)
+        largest, top = self.largest_update(), max(self.eval.budgets)
         scaled = {-(-b * largest // own) for b in self.eval.budgets}
         return sorted({*self.eval.budgets, *(b for b in scaled if b > top)})
+
+    def largest_update(self) -> int:
+        """The largest buffer size a procedure may adapt with."""
+        return max(self.buffer_size(Procedure(buffer_size=b)) for b in self.eval.update_sizes())
+
+    def horizon(self) -> int:
+        """Agent-steps every procedure adapts for at least (the largest budget's)."""
+        return max(self.eval.budgets) * self.largest_update()
 
     def ppo(self, procedure: Procedure | None = None) -> PPOConfig:
         """The run's PPO with the procedure's optimizer, learning rate and buffer, held constant.

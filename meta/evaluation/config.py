@@ -61,6 +61,62 @@ class Procedure:
 
 
 @dataclass
+class SearchConfig:
+    """eval.search: each start's procedure found by a seeded Optuna (TPE) search on the
+    selection split, the same number of trials for every start. An empty field is not
+    searched (the run's value, or eval.buffer_size)."""
+
+    trials: int = 8
+    """Trials per start and family (every start, each joint pretraining included, gets these)."""
+    seed: int = 0
+    """Seed of the TPE samplers (each start and family has a sampler of its own from it)."""
+    optimizer: list[str] = field(default_factory=list)
+    """Optimizers to choose from (`adam`, `sgd`)."""
+    learning_rate: list[float] = field(default_factory=list)
+    """[low, high]: the learning rate, log-uniform (kept to 3 significant digits)."""
+    buffer_size: list[int] = field(default_factory=list)
+    """Agent-steps per update to choose from."""
+    num_epoch: list[int] = field(default_factory=list)
+    """Passes over each buffer to choose from."""
+    batch_size: list[int] = field(default_factory=list)
+    """Minibatch sizes to choose from (at most the buffer)."""
+    reset: list[list[str]] = field(default_factory=list)
+    """Fine-tuning resets to choose from, each a list (`[]`: none; see Procedure.reset)."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid eval.search field."""
+        if self.trials < 1:
+            raise ValueError(f"eval.search.trials must be >= 1, got {self.trials}")
+        choices = ("optimizer", "buffer_size", "num_epoch", "batch_size", "reset")
+        if not self.learning_rate and not any(getattr(self, name) for name in choices):
+            raise ValueError(
+                "eval.search declares an empty space: give choices for at least one of "
+                "optimizer, learning_rate, buffer_size, num_epoch, batch_size, reset"
+            )
+        if self.learning_rate:
+            if len(self.learning_rate) != 2:
+                raise ValueError(
+                    f"eval.search.learning_rate is [low, high], got {list(self.learning_rate)}"
+                )
+            low, high = self.learning_rate
+            if not 0 < low < high:
+                raise ValueError(
+                    f"eval.search.learning_rate needs 0 < low < high, got [{low}, {high}]"
+                )
+        for name in choices:
+            values = getattr(self, name)
+            if len(set(map(repr, values))) != len(values):
+                raise ValueError(f"eval.search.{name} lists a choice twice: {list(values)}")
+        for i, optimizer in enumerate(self.optimizer):
+            Procedure(optimizer=optimizer).validate(f"eval.search.optimizer[{i}]")
+        for name in ("buffer_size", "num_epoch", "batch_size"):
+            for i, value in enumerate(getattr(self, name)):
+                Procedure(**{name: value}).validate(f"eval.search.{name}[{i}]")
+        for i, reset in enumerate(self.reset):
+            Procedure(reset=list(reset)).validate(f"eval.search.reset[{i}]")
+
+
+@dataclass
 class EvalConfig:
     """meta-eval: adaptation from the meta-learned start against baselines."""
 
@@ -76,6 +132,9 @@ class EvalConfig:
     adaptation: list[Procedure] = field(default_factory=lambda: [Procedure()])
     """Adaptation procedures; each start adapts with the one it does best with on the
     selection split. The default: the run's own procedure alone."""
+    search: SearchConfig | None = None
+    """A seeded search of each start's procedure instead of the eval.adaptation grid (null: the
+    grid; eval=search: a small default space)."""
     selection_split: str = "train"
     """Tasks the procedures are chosen on: `train` (meta-eval's fresh training-distribution
     tasks) or `validation` (the same ranges, seeds of their own); never `test`."""
@@ -153,6 +212,13 @@ class EvalConfig:
                         f"eval.joint_ppo[{i}].{name}: an adaptation setting, not a pretraining "
                         "one (pretraining takes optimizer, learning_rate, buffer_size)"
                     )
+        if self.search is not None:
+            if self.adaptation != [Procedure()]:
+                raise ValueError(
+                    "eval.search and eval.adaptation are alternatives: leave eval.adaptation at "
+                    "its default (or eval.search null)"
+                )
+            self.search.validate()
         if self.joint_run_id and self.joint_ppo != [Procedure()]:
             raise ValueError(
                 "eval.joint_run_id gives the joint baseline; eval.joint_ppo (which trains one per "
@@ -164,3 +230,9 @@ class EvalConfig:
             raise ValueError(f"eval.success_target must be in (0, 1], got {self.success_target}")
         if len(set(self.run_ids)) != len(self.run_ids):
             raise ValueError(f"eval.run_ids names a run twice: {list(self.run_ids)}")
+
+    def update_sizes(self) -> list[int | None]:
+        """The buffer sizes procedures may adapt with (None: eval.buffer_size)."""
+        if self.search is not None:
+            return list(self.search.buffer_size) or [None]
+        return [p.buffer_size for p in self.adaptation]

@@ -248,6 +248,7 @@ def meta_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ("run", ["eval.joint_run_id=nowhere"], "run 'nowhere' does not exist"),
         ("run", ["meta.steps=3"], "the run's configuration.yaml decides meta"),
         ("run", ["eval.adaptation=[{reset:[critic]}]"], "unknown reset 'critic'"),
+        ("run", ["eval=search", "eval.search.trials=0"], "eval.search.trials must be >= 1"),
     ],
 )
 def test_cli_errors_are_one_line_and_write_nothing(
