@@ -9,7 +9,8 @@ start adapts on the other splits, held-out `test` tasks among them, with its own
 alone, and is measured after every budget of updates. Several meta-training runs (seeds) can be
 evaluated together, each with its own baselines; the intervals then resample them too.
 Results go to <run>/eval/ (or eval.out_dir): selection.csv, selection_adaptation.csv,
-adaptation.csv, summary.csv (pooled), summary_per_seed.csv, steps_to_80.csv, adaptation.png.
+adaptation.csv, summary.csv (pooled), summary_per_seed.csv, steps_to_80.csv (with success AUC),
+improvement.csv (rliable's probability of improvement over each baseline), adaptation.png.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rich.console import Console
 from meta.algorithm.ppo.weights import Weights
 from meta.evaluation.adapt import AdaptJob, adaptations
 from meta.evaluation.config import EvalConfig, Procedure
+from meta.evaluation.improvement import BASELINES, improvements
 from meta.evaluation.plan import EVAL_DIR, EvalPlan, plan_eval
 from meta.evaluation.plot import plot
 from meta.evaluation.progress import (
@@ -295,6 +297,10 @@ def _write(
     write_csv(p.out_dir / "summary.csv", cells)
     write_csv(p.out_dir / "summary_per_seed.csv", per_seed)
     write_csv(p.out_dir / "steps_to_80.csv", steps)
+    learned = {m.method for m in measurements} - set(BASELINES)
+    improvement = improvements(measurements, sorted(learned), **stats)
+    if improvement:  # a run that is itself the joint baseline has no meta-learned start
+        write_csv(p.out_dir / "improvement.csv", improvement)
     bar.advance(STATISTICS)
     plot(cells, p.out_dir / "adaptation.png", ev.confidence, per_seed, ev.success_target)
     bar.advance(STATISTICS)

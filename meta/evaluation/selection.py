@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meta.evaluation.statistics import Measurement, iqm, steps_to_target
+from meta.evaluation.statistics import Measurement, area, iqm, steps_to_target
 
 
 @dataclass(frozen=True)
@@ -53,15 +53,6 @@ def _curve(rows: Sequence[Measurement]) -> tuple[np.ndarray, np.ndarray]:
     budgets = sorted(by_budget)
     x = np.array([steps[b] for b in budgets], np.float64)
     return x, np.array([float(iqm(by_budget[b])) for b in budgets], np.float64)
-
-
-def area(x: np.ndarray, y: np.ndarray, horizon: float) -> float:
-    """Mean of the piecewise-linear curve y(x) over [0, horizon] (y(0) at x < x[0])."""
-    if horizon <= 0:
-        return float(y[0])
-    grid = np.unique(np.concatenate([x[x <= horizon], [0.0, horizon]]))
-    values = np.interp(grid, x, y)
-    return float(np.sum((values[1:] + values[:-1]) * np.diff(grid)) / 2.0 / horizon)
 
 
 def select(
