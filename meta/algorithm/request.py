@@ -48,6 +48,9 @@ class TrainRequest:
     """Stop after this many updates, whatever the agent count (None: at ppo.max_steps)."""
     log_std: float | None = None
     """Set the start's action log std to this before training (None: the start's own)."""
+    reset: tuple[str, ...] = ()
+    """Parts of the start re-initialised as a fresh policy from `seed` has them, before
+    `log_std` applies (meta.algorithm.resets.RESETS)."""
     snapshots: tuple[int, ...] = ()
     """Updates after which the result keeps the weights (0: the start), as meta-eval measures."""
 

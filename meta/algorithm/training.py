@@ -23,6 +23,7 @@ from meta.algorithm.ppo.train import PPORun, policy_for
 from meta.algorithm.ppo.train import train as ppo_train
 from meta.algorithm.ppo.weights import cpu_weights, optimizer_cpu_state
 from meta.algorithm.request import TrainRequest, TrainResult
+from meta.algorithm.resets import reset_keys
 from meta.algorithm.selfplay.trainer import game_train
 
 __all__ = ["is_game", "start_policy", "train"]
@@ -82,12 +83,20 @@ def train(
 
 
 def start_policy(request: TrainRequest, env: AgentEnvironment) -> Policy:
-    """The request's start on its device: its weights, or a fresh policy from its seed."""
+    """The request's start on its device: its weights, or a fresh policy from its seed.
+
+    The request's resets take their parts from the fresh policy of its seed (a scratch start
+    is that policy already: resets leave it as it is).
+    """
     fresh = request.weights is None
     policy = policy_for(env, request.network, seed=request.seed if fresh else 0)
     policy = policy.to(request.device)
     if request.weights is not None:
         policy.load_state_dict(request.weights)
+        if request.reset:
+            new = policy_for(env, request.network, seed=request.seed).state_dict()
+            keys = reset_keys(new, request.reset)
+            policy.load_state_dict({**policy.state_dict(), **{k: new[k] for k in keys}})
     if request.log_std is not None:
         with torch.no_grad():
             policy.log_std.fill_(request.log_std)

@@ -57,16 +57,24 @@ class Setting:
     def budgets(self, procedure: Procedure | None = None) -> list[int]:
         """eval.budgets, continued so that every procedure reaches the same env-step horizon.
 
-        The horizon is the largest budget at the largest update size among eval.adaptation; a
-        procedure with smaller updates also gets the budgets of the larger size's env steps
-        beyond its own largest budget (e.g. 24, 32, 48, 64 updates of 512 for 6, 8, 12, 16 of
-        2,048), so that "not reached" means the same number of env steps for every start.
+        The horizon is the largest budget at the largest update size among eval.adaptation (or
+        eval.search's choices); a procedure with smaller updates also gets the budgets of the
+        larger size's env steps beyond its own largest budget (e.g. 24, 32, 48, 64 updates of
+        512 for 6, 8, 12, 16 of 2,048), so that "not reached" means the same number of env
+        steps for every start.
         """
         own = self.buffer_size(procedure or Procedure())
-        largest = max(self.buffer_size(p) for p in self.eval.adaptation)
-        top = max(self.eval.budgets)
+        largest, top = self.largest_update(), max(self.eval.budgets)
         scaled = {-(-b * largest // own) for b in self.eval.budgets}
         return sorted({*self.eval.budgets, *(b for b in scaled if b > top)})
+
+    def largest_update(self) -> int:
+        """The largest buffer size a procedure may adapt with."""
+        return max(self.buffer_size(Procedure(buffer_size=b)) for b in self.eval.update_sizes())
+
+    def horizon(self) -> int:
+        """Agent-steps every procedure adapts for at least (the largest budget's)."""
+        return max(self.eval.budgets) * self.largest_update()
 
     def ppo(self, procedure: Procedure | None = None) -> PPOConfig:
         """The run's PPO with the procedure's optimizer, learning rate and buffer, held constant.
@@ -80,7 +88,8 @@ class Setting:
             optimizer=procedure.optimizer or self.run.ppo.optimizer,
             learning_rate=procedure.learning_rate or self.run.ppo.learning_rate,
             buffer_size=buffer,
-            batch_size=min(self.run.ppo.batch_size, buffer),
+            num_epoch=procedure.num_epoch or self.run.ppo.num_epoch,
+            batch_size=min(procedure.batch_size or self.run.ppo.batch_size, buffer),
             max_steps=max(*self.budgets(procedure), 1) * buffer,
             learning_rate_schedule="constant",
             beta_schedule="constant",
@@ -88,12 +97,20 @@ class Setting:
         )
 
     def label(self, procedure: Procedure) -> str:
-        """The procedure in words, e.g. `adam lr=0.003 buffer=512`."""
+        """The procedure in words, e.g. `adam lr=0.003 buffer=512 reset=value_head`."""
         ppo = self.run.ppo
         optimizer = procedure.optimizer or ppo.optimizer
         learning_rate = procedure.learning_rate or ppo.learning_rate
         label = f"{optimizer} lr={learning_rate:g} buffer={self.buffer_size(procedure)}"
-        return label if procedure.log_std is None else f"{label} log_std={procedure.log_std:g}"
+        if procedure.num_epoch is not None:
+            label += f" epochs={procedure.num_epoch}"
+        if procedure.batch_size is not None:
+            label += f" batch={procedure.batch_size}"
+        if procedure.log_std is not None:
+            label += f" log_std={procedure.log_std:g}"
+        if procedure.reset:
+            label += f" reset={'+'.join(procedure.reset)}"
+        return label
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,7 @@ class AdaptJob:
             device=setting.device,
             updates=max(budgets),
             log_std=procedure.log_std,
+            reset=tuple(procedure.reset),
             snapshots=tuple(budgets),
         )
 

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from meta.algorithm.ppo.config import OPTIMIZERS
+from meta.algorithm.resets import RESETS
 
 SELECTION_SPLITS = ("validation", "train")
 """Where each start's procedure may be chosen: tasks of the training distribution, never test."""
@@ -26,9 +27,27 @@ class Procedure:
     log_std: float | None = None
     """Adaptation only: the start's action log std, set before adapting (0.0: a fresh policy's,
     so every start explores as scratch does); null: the start's own."""
+    num_epoch: int | None = None
+    """Passes over each buffer; null: the run's ppo.num_epoch."""
+    batch_size: int | None = None
+    """Minibatch size (at most the buffer); null: the run's ppo.batch_size."""
+    reset: list[str] = field(default_factory=list)
+    """Adaptation only: parts of the start re-initialised as a fresh policy has them before
+    adapting: `value_head` (the critic's last layer), `policy_head` (the actor's last layer and
+    the action log std), `normalizer` (statistics re-estimated on the new task's first buffer).
+    A scratch start is a fresh policy already; log_std, when set, applies after the resets."""
 
     def validate(self, where: str) -> None:
         """Raise ValueError naming the first invalid field."""
+        for name in ("num_epoch", "batch_size"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{where}.{name} must be > 0, got {value}")
+        unknown = [r for r in self.reset if r not in RESETS]
+        if unknown:
+            raise ValueError(f"{where}.reset: unknown reset {unknown[0]!r} (use some of {RESETS})")
+        if len(set(self.reset)) != len(self.reset):
+            raise ValueError(f"{where}.reset names a reset twice: {list(self.reset)}")
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(
                 f"{where}.optimizer: unknown optimizer {self.optimizer!r} (use one of {OPTIMIZERS})"
@@ -39,6 +58,62 @@ class Procedure:
             raise ValueError(f"{where}.buffer_size must be > 0, got {self.buffer_size}")
         if self.log_std is not None and not math.isfinite(self.log_std):
             raise ValueError(f"{where}.log_std must be a finite number, got {self.log_std}")
+
+
+@dataclass
+class SearchConfig:
+    """eval.search: each start's procedure found by a seeded Optuna (TPE) search on the
+    selection split, the same number of trials for every start. An empty field is not
+    searched (the run's value, or eval.buffer_size)."""
+
+    trials: int = 8
+    """Trials per start and family (every start, each joint pretraining included, gets these)."""
+    seed: int = 0
+    """Seed of the TPE samplers (each start and family has a sampler of its own from it)."""
+    optimizer: list[str] = field(default_factory=list)
+    """Optimizers to choose from (`adam`, `sgd`)."""
+    learning_rate: list[float] = field(default_factory=list)
+    """[low, high]: the learning rate, log-uniform (kept to 3 significant digits)."""
+    buffer_size: list[int] = field(default_factory=list)
+    """Agent-steps per update to choose from."""
+    num_epoch: list[int] = field(default_factory=list)
+    """Passes over each buffer to choose from."""
+    batch_size: list[int] = field(default_factory=list)
+    """Minibatch sizes to choose from (at most the buffer)."""
+    reset: list[list[str]] = field(default_factory=list)
+    """Fine-tuning resets to choose from, each a list (`[]`: none; see Procedure.reset)."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid eval.search field."""
+        if self.trials < 1:
+            raise ValueError(f"eval.search.trials must be >= 1, got {self.trials}")
+        choices = ("optimizer", "buffer_size", "num_epoch", "batch_size", "reset")
+        if not self.learning_rate and not any(getattr(self, name) for name in choices):
+            raise ValueError(
+                "eval.search declares an empty space: give choices for at least one of "
+                "optimizer, learning_rate, buffer_size, num_epoch, batch_size, reset"
+            )
+        if self.learning_rate:
+            if len(self.learning_rate) != 2:
+                raise ValueError(
+                    f"eval.search.learning_rate is [low, high], got {list(self.learning_rate)}"
+                )
+            low, high = self.learning_rate
+            if not 0 < low < high:
+                raise ValueError(
+                    f"eval.search.learning_rate needs 0 < low < high, got [{low}, {high}]"
+                )
+        for name in choices:
+            values = getattr(self, name)
+            if len(set(map(repr, values))) != len(values):
+                raise ValueError(f"eval.search.{name} lists a choice twice: {list(values)}")
+        for i, optimizer in enumerate(self.optimizer):
+            Procedure(optimizer=optimizer).validate(f"eval.search.optimizer[{i}]")
+        for name in ("buffer_size", "num_epoch", "batch_size"):
+            for i, value in enumerate(getattr(self, name)):
+                Procedure(**{name: value}).validate(f"eval.search.{name}[{i}]")
+        for i, reset in enumerate(self.reset):
+            Procedure(reset=list(reset)).validate(f"eval.search.reset[{i}]")
 
 
 @dataclass
@@ -57,6 +132,9 @@ class EvalConfig:
     adaptation: list[Procedure] = field(default_factory=lambda: [Procedure()])
     """Adaptation procedures; each start adapts with the one it does best with on the
     selection split. The default: the run's own procedure alone."""
+    search: SearchConfig | None = None
+    """A seeded search of each start's procedure instead of the eval.adaptation grid (null: the
+    grid; eval=search: a small default space)."""
     selection_split: str = "train"
     """Tasks the procedures are chosen on: `train` (meta-eval's fresh training-distribution
     tasks) or `validation` (the same ranges, seeds of their own); never `test`."""
@@ -131,10 +209,19 @@ class EvalConfig:
             if len(set(map(repr, entries))) != len(entries):
                 raise ValueError(f"eval.{name} lists an entry twice: {list(map(repr, entries))}")
         for i, entry in enumerate(self.joint_ppo):
-            if entry.log_std is not None:
+            for name in ("log_std", "reset", "num_epoch", "batch_size"):
+                if getattr(entry, name) not in (None, []):
+                    raise ValueError(
+                        f"eval.joint_ppo[{i}].{name}: an adaptation setting, not a pretraining "
+                        "one (pretraining takes optimizer, learning_rate, buffer_size)"
+                    )
+        if self.search is not None:
+            if self.adaptation != [Procedure()]:
                 raise ValueError(
-                    f"eval.joint_ppo[{i}].log_std: an adaptation setting, not a pretraining one"
+                    "eval.search and eval.adaptation are alternatives: leave eval.adaptation at "
+                    "its default (or eval.search null)"
                 )
+            self.search.validate()
         if self.joint_run_id and self.joint_ppo != [Procedure()]:
             raise ValueError(
                 "eval.joint_run_id gives the joint baseline; eval.joint_ppo (which trains one per "
@@ -146,3 +233,9 @@ class EvalConfig:
             raise ValueError(f"eval.success_target must be in (0, 1], got {self.success_target}")
         if len(set(self.run_ids)) != len(self.run_ids):
             raise ValueError(f"eval.run_ids names a run twice: {list(self.run_ids)}")
+
+    def update_sizes(self) -> list[int | None]:
+        """The buffer sizes procedures may adapt with (None: eval.buffer_size)."""
+        if self.search is not None:
+            return list(self.search.buffer_size) or [None]
+        return [p.buffer_size for p in self.adaptation]

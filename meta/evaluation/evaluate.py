@@ -9,7 +9,8 @@ start adapts on the other splits, held-out `test` tasks among them, with its own
 alone, and is measured after every budget of updates. Several meta-training runs (seeds) can be
 evaluated together, each with its own baselines; the intervals then resample them too.
 Results go to <run>/eval/ (or eval.out_dir): selection.csv, selection_adaptation.csv,
-adaptation.csv, summary.csv (pooled), summary_per_seed.csv, steps_to_80.csv, adaptation.png.
+adaptation.csv, summary.csv (pooled), summary_per_seed.csv, steps_to_80.csv (with success AUC),
+improvement.csv (rliable's probability of improvement over each baseline), adaptation.png.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rich.console import Console
 from meta.algorithm.ppo.weights import Weights
 from meta.evaluation.adapt import AdaptJob, adaptations
 from meta.evaluation.config import EvalConfig, Procedure
+from meta.evaluation.improvement import BASELINES, improvements
 from meta.evaluation.plan import EVAL_DIR, EvalPlan, plan_eval
 from meta.evaluation.plot import plot
 from meta.evaluation.progress import (
@@ -98,7 +100,8 @@ def _phases(p: EvalPlan, others: Sequence[str]) -> list[tuple[str, str, int, str
     for run in starts:
         for name, pretraining, _ in run:
             first.setdefault(name, pretraining)
-    selection = _jobs(p, starts, [ev.selection_split], lambda *_: ev.adaptation)
+    trials = ev.adaptation if ev.search is None else [Procedure()] * ev.search.trials
+    selection = _jobs(p, starts, [ev.selection_split], lambda *_: trials)
     reported = _jobs(p, starts, others, lambda _, m, pre: ev.adaptation[:1] * (first[m] == pre))
     phases = [(PRETRAINING, "joint pretraining", steps, "meta-steps")] if pending else []
     phases.append((SELECTION, f"selection ({ev.selection_split})", len(selection), "jobs"))
@@ -192,13 +195,16 @@ def _adapt(
     ev = p.setting.eval
     options = {"seed": p.setting.seed, "samples": ev.bootstrap_samples}
     starts = _starts(p, executor, bar)
-    every = _jobs(p, starts, [ev.selection_split], lambda *_: ev.adaptation)
-    tried = _run_jobs(every, executor, bar, SELECTION)
-    bar.begin(CHOICE, 1)
-    selection = select(tried, ev.selection_split, ev.success_target, **options)
+    if ev.search is None:
+        every = _jobs(p, starts, [ev.selection_split], lambda *_: ev.adaptation)
+        tried = _run_jobs(every, executor, bar, SELECTION)
+        bar.begin(CHOICE, 1)
+        selection = select(tried, ev.selection_split, ev.success_target, **options)
+        by_label = {p.setting.label(a): a for a in ev.adaptation}
+    else:
+        tried, selection, by_label = _searched(p, starts, executor, bar)
     bar.advance(CHOICE)
     picked = chosen(selection)
-    by_label = {p.setting.label(a): a for a in ev.adaptation}
 
     def selected(family: str, method: str, pretraining: str) -> list[Procedure]:
         best = picked[family, method]
@@ -209,6 +215,44 @@ def _adapt(
         measurements = []
     measurements += _run_jobs(_jobs(p, starts, others, selected), executor, bar, ADAPTATION)
     return measurements, tried, selection
+
+
+def _searched(
+    p: EvalPlan, starts: list[list[Start]], executor: Executor, bar: EvalProgress
+) -> tuple[list[Measurement], list[SelectionRow], dict[str, Procedure]]:
+    """eval.search's trials on the selection split: measurements, rows, procedures by label."""
+    from meta.evaluation.search import Search  # optuna: the [search] extra (checked by plan_eval)
+
+    ev = p.setting.eval
+    assert ev.search is not None
+    split = ev.selection_split
+    families = sorted({family for family, s in p.tasks if s == split})
+    names = dict.fromkeys((name, pre) for run in starts for name, pre, _ in run)
+    search = Search(p.setting, [(family, *name) for family in families for name in names])
+    per_trial = len(_jobs(p, starts, [split], lambda *_: [Procedure()]))
+    bar.begin(SELECTION, per_trial * ev.search.trials)
+    for _ in range(ev.search.trials):
+        new = search.ask()
+        jobs = _jobs(p, starts, [split], _proposed(new))
+        rows: list[Measurement] = []
+        for done in adaptations(executor, jobs):
+            rows += done
+            bar.advance(SELECTION)
+        bar.advance(SELECTION, per_trial * (len(search.keys) - len(new)) // len(search.keys))
+        search.tell(rows)
+    bar.done(SELECTION)
+    bar.begin(CHOICE, 1)
+    return search.measurements(), search.selection(), search.procedures
+
+
+def _proposed(new: dict[tuple[str, str, str], Procedure]) -> Callable[..., list[Procedure]]:
+    """_jobs' procedures of a search round: each start's new proposal, if it has one."""
+
+    def procedures(family: str, method: str, pretraining: str) -> list[Procedure]:
+        key = (family, method, pretraining)
+        return [new[key]] if key in new else []
+
+    return procedures
 
 
 def _key(m: Measurement) -> tuple[str, str]:
@@ -256,6 +300,10 @@ def _write(
     write_csv(p.out_dir / "summary.csv", cells)
     write_csv(p.out_dir / "summary_per_seed.csv", per_seed)
     write_csv(p.out_dir / "steps_to_80.csv", steps)
+    learned = {m.method for m in measurements} - set(BASELINES)
+    improvement = improvements(measurements, sorted(learned), **stats)
+    if improvement:  # a run that is itself the joint baseline has no meta-learned start
+        write_csv(p.out_dir / "improvement.csv", improvement)
     bar.advance(STATISTICS)
     plot(cells, p.out_dir / "adaptation.png", ev.confidence, per_seed, ev.success_target)
     bar.advance(STATISTICS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,6 +77,8 @@ def plan_eval(cli: Config, run_id: str) -> EvalPlan:
     """Validate the options, the runs, their weights and baselines; write nothing."""
     cli.eval.validate()
     cli.runtime.validate()
+    if cli.eval.search is not None and importlib.util.find_spec("optuna") is None:
+        raise ValueError("eval.search needs Optuna: pip install 'meta-harness[search]'")
     ids = list(cli.eval.run_ids) or ([run_id] if run_id else [])
     if not ids:
         raise ValueError("run_id is required: meta-eval run_id=<run to evaluate>")

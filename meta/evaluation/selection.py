@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meta.evaluation.statistics import Measurement, iqm, steps_to_target
+from meta.evaluation.statistics import Measurement, area, iqm, steps_to_target
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class SelectionRow:
     final_success: float
     """Success IQM at the largest budget."""
     selected: bool
+    trial: int | None = None
+    """eval.search: the trial (from 0) of the start's search; empty for the grid."""
 
 
 Key = tuple[str, str, str]
@@ -53,15 +55,6 @@ def _curve(rows: Sequence[Measurement]) -> tuple[np.ndarray, np.ndarray]:
     return x, np.array([float(iqm(by_budget[b])) for b in budgets], np.float64)
 
 
-def area(x: np.ndarray, y: np.ndarray, horizon: float) -> float:
-    """Mean of the piecewise-linear curve y(x) over [0, horizon] (y(0) at x < x[0])."""
-    if horizon <= 0:
-        return float(y[0])
-    grid = np.unique(np.concatenate([x[x <= horizon], [0.0, horizon]]))
-    values = np.interp(grid, x, y)
-    return float(np.sum((values[1:] + values[:-1]) * np.diff(grid)) / 2.0 / horizon)
-
-
 def select(
     measurements: Iterable[Measurement],
     split: str,
@@ -70,20 +63,22 @@ def select(
     seed: int = 0,
     samples: int = 2000,
     confidence: float = 0.95,
+    horizon: float | None = None,
 ) -> list[SelectionRow]:
     """Every candidate on `split`, the chosen one per method and family marked `selected`.
 
     Only measurements of `split` are read: results on any other split cannot change the
-    choice.
+    choice. `horizon`: the env steps of every AUC (None: the fewest any candidate of the
+    method was measured for).
     """
     groups: dict[tuple[str, Key], list[Measurement]] = defaultdict(list)
     for m in measurements:
         if m.split == split:
             groups[m.family, (m.method, m.pretraining, m.adaptation)].append(m)
-    horizon: dict[tuple[str, str], float] = {}
+    reach: dict[tuple[str, str], float] = {}
     curves = {key: _curve(rows) for key, rows in groups.items()}
     for (family, (method, _, _)), (x, _) in curves.items():
-        horizon[family, method] = min(horizon.get((family, method), math.inf), float(x[-1]))
+        reach[family, method] = min(reach.get((family, method), math.inf), float(x[-1]))
     out = []
     for (family, key), rows in groups.items():
         (steps,) = steps_to_target(rows, target, seed=seed, samples=samples, confidence=confidence)
@@ -96,7 +91,7 @@ def select(
                 steps.steps_to_80,
                 steps.ci_low,
                 steps.ci_high,
-                area(x, y, horizon[family, key[0]]),
+                area(x, y, horizon or reach[family, key[0]]),
                 float(y[-1]),
                 False,
             )
@@ -104,7 +99,8 @@ def select(
     return _mark_best(out)
 
 
-def _rank(row: SelectionRow) -> tuple[float, float]:
+def rank(row: SelectionRow) -> tuple[float, float]:
+    """The order candidates are chosen in: fewer steps to the target, then the larger AUC."""
     steps = row.steps_to_80 if math.isfinite(row.steps_to_80) else math.inf
     return steps, -row.auc
 
@@ -114,7 +110,7 @@ def _mark_best(rows: list[SelectionRow]) -> list[SelectionRow]:
     best: dict[tuple[str, str], SelectionRow] = {}
     for row in rows:
         current = best.get((row.family, row.method))
-        if current is None or _rank(row) < _rank(current):
+        if current is None or rank(row) < rank(current):
             best[row.family, row.method] = row
     chosen = {id(r) for r in best.values()}
     return [

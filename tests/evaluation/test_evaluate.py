@@ -109,6 +109,20 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
             values = [float(r[metric]) for r in mine]
             assert min(values) <= low <= high <= max(values)
     assert (out / "adaptation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    improvement = read_csv(out / "improvement.csv")
+    assert list(improvement[0]) == [
+        "family",
+        "split",
+        "method",
+        "baseline",
+        "probability",
+        "ci_low",
+        "ci_high",
+    ]
+    pairs = {(r["family"], r["split"], r["method"], r["baseline"]) for r in improvement}
+    assert len(pairs) == len(improvement) == 8  # reptile over scratch and joint, 2 x 2 splits
+    for r in improvement:
+        assert float(r["ci_low"]) <= float(r["probability"]) <= float(r["ci_high"])
     joint = out / "joint" / "Brain.pt"
     assert joint.is_file()
     joint_config = OmegaConf.load(out / "joint" / "configuration.yaml")
@@ -247,6 +261,8 @@ def meta_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ("empty", [], "has no weights"),
         ("run", ["eval.joint_run_id=nowhere"], "run 'nowhere' does not exist"),
         ("run", ["meta.steps=3"], "the run's configuration.yaml decides meta"),
+        ("run", ["eval.adaptation=[{reset:[critic]}]"], "unknown reset 'critic'"),
+        ("run", ["eval=search", "eval.search.trials=0"], "eval.search.trials must be >= 1"),
     ],
 )
 def test_cli_errors_are_one_line_and_write_nothing(
@@ -340,6 +356,9 @@ def test_several_runs_side_by_side_processes_give_the_sequential_results(
         "adaptation",
         "selected_on",
         "pretraining",
+        "auc",
+        "auc_low",
+        "auc_high",
     ]
     assert {r["selected_on"] for r in steps} == {"train"}
     assert (out / "s0" / "eval" / "joint" / "Brain.pt").is_file()  # a baseline per seed

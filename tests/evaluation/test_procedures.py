@@ -74,3 +74,27 @@ def test_a_procedures_log_std_is_the_starts_before_adapting(
 def test_log_std_is_refused_where_it_means_nothing() -> None:
     with pytest.raises(ValueError, match=r"eval.adaptation\[0\].log_std must be a finite number"):
         Procedure(log_std=math.nan).validate("eval.adaptation[0]")
+
+
+def test_a_procedures_ppo_and_label_carry_its_epochs_batch_and_resets() -> None:
+    procedure = Procedure(num_epoch=5, batch_size=64, reset=["value_head", "normalizer"])
+    base = setting(procedure)
+    ppo = base.ppo(procedure)
+    assert (ppo.num_epoch, ppo.batch_size) == (5, 64)
+    assert base.ppo().num_epoch == Config().ppo.num_epoch
+    label = base.label(procedure)
+    assert label.endswith("buffer=2048 epochs=5 batch=64 reset=value_head+normalizer")
+    assert base.label(Procedure()) == "adam lr=0.0003 buffer=2048"  # as before: no new words
+
+
+@pytest.mark.parametrize(
+    ("procedure", "message"),
+    [
+        (Procedure(reset=["critic"]), r"eval.adaptation\[0\].reset: unknown reset 'critic'"),
+        (Procedure(reset=["normalizer"] * 2), "names a reset twice"),
+        (Procedure(num_epoch=0), r"num_epoch must be > 0"),
+    ],
+)
+def test_bad_procedure_fields_are_named(procedure: Procedure, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        procedure.validate("eval.adaptation[0]")

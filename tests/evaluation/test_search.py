@@ -1,0 +1,86 @@
+"""eval.search: every start gets the same seeded trials; the held-out split uses the best."""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from tinyconfig import TINY_EVAL
+
+from meta.config import Config
+from meta.evaluation.evaluate import evaluate, plan_eval
+from meta.trainer import train
+
+Factory = Callable[..., Config]
+SPACE = [
+    "eval=search",
+    "eval.search.trials=3",
+    "eval.search.optimizer=[]",
+    "eval.search.learning_rate=[0.001,0.03]",
+    "eval.search.buffer_size=[]",
+    "eval.search.num_epoch=[1,2]",
+    "eval.search.batch_size=[]",
+    "eval.search.reset=[[],[value_head,normalizer]]",
+]
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_each_start_gets_its_trials_and_the_held_out_split_its_best(tiny_config: Factory) -> None:
+    train(tiny_config("meta.steps=1"), "s")
+    cfg = tiny_config("run_id=s", *TINY_EVAL, *SPACE, "eval.joint_run_id=s")
+    evaluate(plan_eval(cfg, "s"))
+    out = Path(cfg.results_dir) / "s" / "eval"
+    rows = read_csv(out / "selection.csv")
+    assert list(rows[0])[-2:] == ["selected", "trial"]
+    starts = Counter((r["family"], r["method"]) for r in rows)
+    assert set(starts.values()) == {3} and len(starts) == 6  # 2 families x 3 starts x 3 trials
+    assert {r["split"] for r in rows} == {"train"}
+    for family, method in starts:
+        mine = [r for r in rows if (r["family"], r["method"]) == (family, method)]
+        assert [r["trial"] for r in mine] == ["0", "1", "2"]
+        (best,) = [r for r in mine if r["selected"] == "True"]
+        steps = read_csv(out / "steps_to_80.csv")
+        (held_out,) = [s for s in steps if (s["family"], s["method"]) == (family, method)]
+        assert held_out["split"] == "test" and held_out["adaptation"] == best["adaptation"]
+        adapted = read_csv(out / "adaptation.csv")
+        labels = {
+            a["adaptation"] for a in adapted if (a["family"], a["method"]) == (family, method)
+        }
+        assert labels == {best["adaptation"]}  # the held-out split: the best trial alone
+    assert any("reset=value_head+normalizer" in r["adaptation"] for r in rows)
+    assert len({r["adaptation"] for r in rows}) > 1  # the trials propose different procedures
+    # the same seeds: the same trials (selection.csv byte for byte)
+    elsewhere = "eval.out_dir=${results_dir}/again"
+    again = tiny_config("run_id=s", *TINY_EVAL, *SPACE, "eval.joint_run_id=s", elsewhere)
+    evaluate(plan_eval(again, "s"))
+    copy = Path(cfg.results_dir) / "again" / "selection.csv"
+    assert copy.read_text() == (out / "selection.csv").read_text()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["eval.search.trials=0"], "eval.search.trials must be >= 1"),
+        (["eval.search.learning_rate=[0.01,0.001]"], "0 < low < high"),
+        (
+            [f"eval.search.{k}=[]" for k in ("optimizer", "learning_rate", "buffer_size")]
+            + [f"eval.search.{k}=[]" for k in ("num_epoch", "batch_size", "reset")],
+            "eval.search declares an empty space",
+        ),
+        (["eval.search.reset=[[critic]]"], r"eval.search.reset\[0\].reset: unknown reset"),
+        (["eval.adaptation=[{learning_rate:0.01}]"], "eval.search and eval.adaptation"),
+    ],
+)
+def test_bad_search_options_are_refused(
+    tiny_config: Factory, overrides: list[str], message: str
+) -> None:
+    cfg = tiny_config("run_id=s", *TINY_EVAL, "eval=search", *overrides)
+    with pytest.raises(ValueError, match=message):
+        cfg.eval.validate()
