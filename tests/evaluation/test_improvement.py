@@ -44,7 +44,7 @@ def test_probability_of_improvement_is_rliables_on_the_runs_aucs() -> None:
         aucs["FindTarget", "test", "reptile"], aucs["FindTarget", "test", "scratch"]
     )
     assert row.probability == pytest.approx(expected)
-    assert 0.5 < row.probability and row.ci_low <= row.probability <= row.ci_high
+    assert row.probability > 0.5 and row.ci_low <= row.probability <= row.ci_high
     assert row.ci_low < row.ci_high
     assert improvements(rows, ["reptile"], seed=0, samples=200) == [row]  # seeded
 
