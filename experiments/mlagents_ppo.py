@@ -14,7 +14,7 @@ family's defaults, the ones the build uses when none are sent; the build serves 
 task step for step). Settings: batch 1024, buffer 10240, lr 3e-4, beta 5e-3, epsilon 0.2,
 lambd 0.95, 3 epochs, 2 x 128, normalize false, time horizon 64, gamma 0.99, all three
 schedules linear to the run's end. Reward and success per 10,240 steps are read from each
-run's TensorBoard events. A run whose events exist in `--work` is not run again, so an
+run's TensorBoard events. A run that finished in `--work` (its `.wall` file) is not run again, so an
 interrupted comparison continues. Writes `<out>/curves.csv` (every run's points),
 `<out>/summary.csv` (mean, min, max over seeds), `<out>/<task>.png` and prints the band check:
 is each trainer's mean inside mlagents-learn's seed band (min..max) at every point from 30k?
@@ -51,7 +51,6 @@ TASK_PARAMS = {
 OURS = {
     "ppo=mlagents": ["ppo=mlagents"],
     "default": [],
-    "ppo=mlagents+init": ["ppo=mlagents", "network.initialization=mlagents"],
 }
 ABLATIONS = {
     "1 schedule_timing": ["ppo.schedule_timing=before_buffer"],
@@ -61,6 +60,7 @@ ABLATIONS = {
     "6 entropy": ["ppo.entropy=sum"],
     "7 adam_epsilon": ["ppo.adam_epsilon=1e-7"],
     "10 action_scale": ["ppo.action_scale=1.0", "network.initial_log_std=0.0"],
+    "11 initialization": ["network.initialization=orthogonal"],
 }
 for _row, _overrides in ABLATIONS.items():
     OURS[f"ablate-{_row.split()[0]}"] = ["ppo=mlagents", *_overrides]
@@ -138,9 +138,9 @@ def main() -> None:
 
 
 def train(run: Run, work: Path, learn: Path | None) -> float:
-    """Train one run unless its events exist; its wall time in seconds (0 if skipped)."""
+    """Train one run unless it finished before; its wall time in seconds (0 if skipped)."""
     results = work / "results"
-    if events(run, work):
+    if (work / f"{run.run_id}.wall").exists():
         return 0.0
     shutil.rmtree(results / run.run_id, ignore_errors=True)
     results.mkdir(parents=True, exist_ok=True)
@@ -258,20 +258,27 @@ def summarise(group: list[dict[int, tuple[float, float]]]) -> dict[int, tuple[fl
 
 
 def band_check(task: str, summary: dict[tuple[str, str], dict[int, tuple[float, ...]]]) -> None:
-    """Print, per trainer, the points from 30k where its mean leaves mlagents-learn's band."""
+    """Print each trainer's mean at 50k, 100k, 150k, where it crosses 0, and the band check."""
     band = summary.get((task, MLAGENTS))
-    if band is None:
-        return
     for (other_task, trainer), rows in summary.items():
-        if other_task != task or trainer == MLAGENTS:
+        if other_task != task:
             continue
-        outside = [
-            f"{label(s) // 1000}k ({rows[s][0]:+.3f} vs {band[s][1]:+.3f}..{band[s][2]:+.3f})"
-            for s in rows
-            if label(s) >= BAND_FROM and not band[s][1] <= rows[s][0] <= band[s][2]
-        ]
-        verdict = "inside at every point" if not outside else "outside at " + ", ".join(outside)
-        print(f"{task} {trainer}: mean reward {verdict}")
+        means = {label(s) // 1000: stats[0] for s, stats in rows.items()}
+        crossing = next((f"{k}k" for k, m in means.items() if m >= 0.0), "never")
+        line = f"{task} {trainer}: mean reward " + ", ".join(
+            f"{m:+.2f} at {k}k" for k, m in means.items() if k in (50, 100, 150)
+        )
+        line += f"; >= 0 from {crossing}"
+        if band is not None and trainer != MLAGENTS:
+            outside = [
+                f"{label(s) // 1000}k ({rows[s][0]:+.3f} vs {band[s][1]:+.3f}..{band[s][2]:+.3f})"
+                for s in rows
+                if label(s) >= BAND_FROM and not band[s][1] <= rows[s][0] <= band[s][2]
+            ]
+            line += "; in mlagents-learn's band from 30k: " + (
+                "yes, at every point" if not outside else "no, outside at " + ", ".join(outside)
+            )
+        print(line)
 
 
 def plot(path: Path, task: str, summary: dict[str, dict[int, tuple[float, ...]]]) -> None:
