@@ -47,6 +47,7 @@ def test_the_preset_trains_exports_and_resumes_bitwise(tmp_path: Path) -> None:
     assert (results / "whole" / "Brain.onnx").stat().st_size > 0
     configuration = (results / "cut" / "configuration.yaml").read_text()
     assert "ratio: per_dimension" in configuration and "action_scale: 3.0" in configuration
+    assert "initialization: mlagents" in configuration
 
 
 def test_a_fresh_preset_policy_is_mlagents_initial_sigma_in_its_checkpoint() -> None:

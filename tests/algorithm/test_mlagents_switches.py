@@ -14,7 +14,7 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import Minibatch, clipped_policy_loss, gradient_step, make_optimizer
 from meta.algorithm.ppo.optim import SGD, Adam, Optimizer
-from meta.algorithm.ppo.policy import Normalizer, Policy, gaussian_log_prob
+from meta.algorithm.ppo.policy import Normalizer, Policy, gaussian_log_prob, make_policy
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import PPORun, policy_for, train
 from meta.algorithm.ppo.update import _minibatches, buffer_normalised, dimension_log_probs
@@ -232,3 +232,28 @@ def test_normaliser_epsilon_zero_divides_by_the_standard_deviation_itself() -> N
         expected = 1e-4 / math.sqrt(4e-8 + epsilon)
         torch.testing.assert_close(normalizer(obs), torch.full_like(obs, expected))
         torch.testing.assert_close(policy.frozen().features(obs), normalizer(obs))
+
+
+def test_mlagents_initialization_draws_its_layers_at_mlagents_scales() -> None:
+    # 1.1.0: hidden layers N(0, 1/fan_in), the mean layer 0.2 times that (0.2 / 3 in our
+    # action units), the value head Xavier-uniform on (-sqrt(6 / 129), sqrt(6 / 129)), biases 0
+    network = NetworkConfig(hidden_units=256, num_layers=2, initialization="mlagents")
+    policy = make_policy(10, 2, network, 0)
+    hidden = policy.actor[2].weight
+    assert hidden.std().item() == pytest.approx(1 / 16, rel=0.02)
+    assert policy.actor[-1].weight.std().item() == pytest.approx(0.2 / 3 / 16, rel=0.1)
+    head = policy.critic[-1].weight
+    bound = math.sqrt(6 / 257)
+    assert head.abs().max().item() <= bound and head.std().item() == pytest.approx(
+        bound / math.sqrt(3), rel=0.1
+    )
+    linears = [m for m in (*policy.actor, *policy.critic) if isinstance(m, torch.nn.Linear)]
+    assert all(torch.count_nonzero(m.bias) == 0 for m in linears)
+    # the default stays orthogonal with gain sqrt(2): W W^T = 2 I
+    default = make_policy(10, 2, NetworkConfig(hidden_units=256, num_layers=2), 0).actor[2].weight
+    torch.testing.assert_close(default @ default.T, 2 * torch.eye(256), atol=1e-4, rtol=0)
+
+
+def test_an_unknown_initialization_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"network\.initialization"):
+        NetworkConfig(initialization="kaiming").validate()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 SCHEDULES = ("constant", "linear")
 OPTIMIZERS = ("adam", "sgd")
+INITIALIZATIONS = ("orthogonal", "mlagents")
 RATIOS = ("joint", "per_dimension")
 ENTROPIES = ("sum", "mean")
 ADVANTAGE_NORMALIZATIONS = ("minibatch", "buffer")
@@ -70,9 +71,16 @@ class NetworkConfig:
     """Added to the observations' variance before its square root (ML-Agents: 0)."""
     initial_log_std: float = 0.0
     """Log sigma of a fresh policy, in the environment's action units (ML-Agents': -ln 3)."""
+    initialization: str = "orthogonal"
+    """Fresh weights: `orthogonal` (gain sqrt 2, mean 0.01, value 1) or `mlagents` (1.1.0's)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
+        if self.initialization not in INITIALIZATIONS:
+            raise ValueError(
+                f"network.initialization: unknown value {self.initialization!r} "
+                f"(use one of {INITIALIZATIONS})"
+            )
         positive("network.hidden_units", self.hidden_units)
         positive("network.num_layers", self.num_layers)
         if not 0.0 <= self.normalizer_epsilon <= 1.0:

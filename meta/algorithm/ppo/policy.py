@@ -81,6 +81,22 @@ def _linear(fan_in: int, fan_out: int, gain: float) -> nn.Linear:
     return layer
 
 
+@torch.no_grad()
+def mlagents_initialise(actor: nn.Sequential, critic: nn.Sequential) -> None:
+    """ML-Agents 1.1.0's fresh weights (torch_entities/layers.py, distributions.py, decoders.py).
+
+    Hidden layers Kaiming-normal for a linear unit (std 1/sqrt(fan_in)); the mean layer the same
+    times 0.2, divided by 3 into the environment's units (its actions are divided by 3); the
+    value head Xavier-uniform; every bias 0.
+    """
+    for net in (actor, critic):
+        for layer in (m for m in net if isinstance(m, nn.Linear)):
+            nn.init.kaiming_normal_(layer.weight, nonlinearity="linear")
+            nn.init.zeros_(layer.bias)
+    actor[-1].weight.mul_(0.2 / 3.0)
+    nn.init.xavier_uniform_(critic[-1].weight)
+
+
 class Policy(nn.Module):
     """Separate actor and critic bodies (ML-Agents' default); state-independent log std."""
 
@@ -91,6 +107,8 @@ class Policy(nn.Module):
         self.actor = mlp(obs_size, cfg.hidden_units, cfg.num_layers, action_size, 0.01)
         self.critic = mlp(obs_size, cfg.hidden_units, cfg.num_layers, 1, 1.0)
         self.log_std = nn.Parameter(torch.full((action_size,), float(cfg.initial_log_std)))
+        if cfg.initialization == "mlagents":
+            mlagents_initialise(self.actor, self.critic)
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         """Observations as the networks see them (normalised and clipped when enabled)."""

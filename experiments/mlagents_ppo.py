@@ -1,0 +1,311 @@
+"""`mlagents-learn` 1.1.0 against `meta-train meta=single` (ppo=mlagents and default), same task.
+
+Needs ML-Agents 1.1.0 in a virtualenv of its own (docs/interop.md says how). From the project
+root, with the project's interpreter, at a low priority (each run is one process; `--jobs`
+run at once):
+
+    nice -n 10 python experiments/mlagents_ppo.py --mlagents-venv <dir> [--work <dir>]
+        [--tasks FindTarget CarryObject] [--seeds 5] [--jobs 2] [--trainers ...] [--out <dir>]
+
+Every trainer trains 15 buffers of 10,240 agent-steps (153,600 steps; the points are labelled
+10k..150k) on the build's default task: `mlagents-learn` on `envs/builds/<task>` (16 areas,
+no environment parameters sent), ours on the native task with the same parameters (the
+family's defaults, the ones the build uses when none are sent; the build serves that native
+task step for step). Settings: batch 1024, buffer 10240, lr 3e-4, beta 5e-3, epsilon 0.2,
+lambd 0.95, 3 epochs, 2 x 128, normalize false, time horizon 64, gamma 0.99, all three
+schedules linear to the run's end. Reward and success per 10,240 steps are read from each
+run's TensorBoard events. A run that finished in `--work` (its `.wall` file) is not run again, so an
+interrupted comparison continues. Writes `<out>/curves.csv` (every run's points),
+`<out>/summary.csv` (mean, min, max over seeds), `<out>/<task>.png` and prints the band check:
+is each trainer's mean inside mlagents-learn's seed band (min..max) at every point from 30k?
+Trainers `ablate-<row>` are `ppo=mlagents` with one row of docs/mlagents-fidelity.md set to
+the default's behaviour (see ABLATIONS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from envs.backend.ports import free_ports
+
+ROOT = Path(__file__).resolve().parent.parent
+BUFFERS, BUFFER, AREAS = 15, 10240, 16
+BAND_FROM = 30000
+TASK_PARAMS = {
+    "FindTarget": "motor_rotation: 0.0, agent_speed: 0.2, target_radius: 1.0, goal_x: 0.5, "
+    "goal_y: 0.5",
+    "CarryObject": "motor_rotation: 0.0, agent_speed: 0.2, carry_speed: 0.7, goal_radius: 1.25",
+}
+OURS = {
+    "ppo=mlagents": ["ppo=mlagents"],
+    "default": [],
+}
+ABLATIONS = {
+    "1 schedule_timing": ["ppo.schedule_timing=before_buffer"],
+    "3 max_grad_norm": ["ppo.max_grad_norm=0.5"],
+    "4 advantage_normalization": ["ppo.advantage_normalization=minibatch"],
+    "5 ratio": ["ppo.ratio=joint"],
+    "6 entropy": ["ppo.entropy=sum"],
+    "7 adam_epsilon": ["ppo.adam_epsilon=1e-7"],
+    "10 action_scale": ["ppo.action_scale=1.0", "network.initial_log_std=0.0"],
+    "11 initialization": ["network.initialization=orthogonal"],
+}
+for _row, _overrides in ABLATIONS.items():
+    OURS[f"ablate-{_row.split()[0]}"] = ["ppo=mlagents", *_overrides]
+MLAGENTS = "mlagents-learn"
+TRAINER_CONFIG = f"""\
+behaviors:
+  Brain:
+    trainer_type: ppo
+    hyperparameters: {{batch_size: 1024, buffer_size: {BUFFER}, learning_rate: 3.0e-4,
+                      beta: 5.0e-3, epsilon: 0.2, lambd: 0.95, num_epoch: 3}}
+    network_settings: {{normalize: false, hidden_units: 128, num_layers: 2}}
+    reward_signals: {{extrinsic: {{gamma: 0.99, strength: 1.0}}}}
+    keep_checkpoints: 1
+    checkpoint_interval: 10000000
+    max_steps: {BUFFERS * BUFFER}
+    time_horizon: 64
+    summary_freq: {BUFFER}
+env_settings: {{num_areas: {AREAS}}}
+"""
+REWARD = "Environment/Cumulative Reward"
+TAGS = {
+    MLAGENTS: (REWARD, "Environment/Success"),
+    "ours": (f"EnvSteps/{REWARD}", "EnvSteps/Meta/Success Rate"),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training: a trainer on a task with a seed."""
+
+    task: str
+    trainer: str
+    seed: int
+
+    @property
+    def run_id(self) -> str:
+        """A directory name for it."""
+        return f"{self.task}-{re.sub('[^A-Za-z0-9]+', '_', self.trainer)}-{self.seed}"
+
+
+def main() -> None:
+    """Parse, check, run what is missing, then read, write and print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mlagents-venv", type=Path, help="virtualenv with mlagents 1.1.0")
+    parser.add_argument("--work", type=Path, default=Path("results") / "mlagents_ppo")
+    parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "mlagents_ppo")
+    parser.add_argument("--tasks", nargs="+", default=list(TASK_PARAMS), choices=TASK_PARAMS)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--trainers", nargs="+", default=[MLAGENTS, "ppo=mlagents", "default"])
+    args = parser.parse_args()
+    unknown = [t for t in args.trainers if t != MLAGENTS and t not in OURS]
+    if unknown:
+        parser.error(f"unknown trainer {unknown[0]!r} (known: {MLAGENTS}, {', '.join(OURS)})")
+    if args.seeds < 1 or args.jobs < 1:
+        parser.error("--seeds and --jobs must be at least 1")
+    learn = args.mlagents_venv / "bin" / "mlagents-learn" if args.mlagents_venv else None
+    if MLAGENTS in args.trainers and (learn is None or not learn.exists()):
+        parser.error("--mlagents-venv must be a virtualenv with mlagents-learn 1.1.0")
+    work = args.work.resolve()
+    runs = [
+        Run(task, trainer, seed)
+        for task in args.tasks
+        for trainer in args.trainers
+        for seed in range(1, args.seeds + 1)
+    ]
+    started = time.monotonic()
+    with ThreadPoolExecutor(args.jobs) as pool:
+        walls = list(pool.map(lambda run: train(run, work, learn), runs))
+    total = time.monotonic() - started
+    curves = {run: read_curve(run, work) for run in runs}
+    write_outputs(args.out, curves)
+    print(f"wall time: {total:.0f} s for {sum(w > 0 for w in walls)} runs trained now")
+    report_walls(runs, work)
+
+
+def train(run: Run, work: Path, learn: Path | None) -> float:
+    """Train one run unless it finished before; its wall time in seconds (0 if skipped)."""
+    results = work / "results"
+    if (work / f"{run.run_id}.wall").exists():
+        return 0.0
+    shutil.rmtree(results / run.run_id, ignore_errors=True)
+    results.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    single = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if run.trainer == MLAGENTS:
+        assert learn is not None
+        config = work / "trainer_config.yaml"
+        config.write_text(TRAINER_CONFIG)
+        command = [str(learn), str(config), f"--env={ROOT / 'envs' / 'builds' / run.task}"]
+        command += [f"--run-id={run.run_id}", f"--results-dir={results}", "--no-graphics"]
+        command += [f"--seed={run.seed}", f"--base-port={free_ports(3)}", "--force"]
+        # the build runs on the project's interpreter, whatever mlagents-learn's is
+        env = {**os.environ, **single, "META_HARNESS_PYTHON": sys.executable}
+    else:
+        task = f"[{{name: {run.task}, weight: 1.0, params: {{{TASK_PARAMS[run.task]}}}}}]"
+        command = [sys.executable, "-m", "meta", "meta=single", *OURS[run.trainer]]
+        command += ["logger=quiet", f"results_dir={results}", f"run_id={run.run_id}"]
+        command += [f"seed={run.seed}", f"meta.steps={BUFFERS}", f"ppo.max_steps={BUFFER}"]
+        command += ["network.normalize=false", f"env.num_areas={AREAS}", f"meta.tasks={task}"]
+        env = {**os.environ, **single, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=work, env=env)
+    (work / f"{run.run_id}.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise SystemExit(f"{run.run_id} failed (exit {done.returncode}): see its log in {work}")
+    wall = time.monotonic() - started
+    (work / f"{run.run_id}.wall").write_text(f"{wall:.1f}\n")
+    print(f"{run.run_id}: {wall:.0f} s", flush=True)
+    return wall
+
+
+def events(run: Run, work: Path) -> list[Path]:
+    """The run's TensorBoard event files that hold its curve."""
+    base = work / "results" / run.run_id
+    where = base / "Brain" if run.trainer == MLAGENTS else base / "tensorboard" / "env_steps"
+    return sorted(where.glob("events.out.tfevents.*")) if (base / "run_logs").exists() else []
+
+
+def read_curve(run: Run, work: Path) -> dict[int, tuple[float, float]]:
+    """Step -> (mean reward, success) at every 10,240 steps, from the run's events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    reward_tag, success_tag = TAGS[MLAGENTS if run.trainer == MLAGENTS else "ours"]
+    values: dict[str, dict[int, float]] = defaultdict(dict)
+    for path in events(run, work):
+        accumulator = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        for tag in (reward_tag, success_tag):
+            if tag in accumulator.Tags()["scalars"]:
+                values[tag].update({e.step: e.value for e in accumulator.Scalars(tag)})
+    steps = [BUFFER * k for k in range(1, BUFFERS + 1)]
+    missing = [s for s in steps if s not in values[reward_tag]]
+    if missing:
+        raise SystemExit(f"{run.run_id}: no {reward_tag} at step {missing[0]} in its events")
+    return {s: (values[reward_tag][s], values[success_tag].get(s, float("nan"))) for s in steps}
+
+
+def label(step: int) -> int:
+    """The point's label: 10,240 k steps as 10k."""
+    return step // BUFFER * 10000
+
+
+def write_outputs(out: Path, curves: dict[Run, dict[int, tuple[float, float]]]) -> None:
+    """Curves, summary, figures, and the band check on stdout."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "curves.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["task", "trainer", "seed", "steps", "label", "reward", "success"])
+        for run, curve in curves.items():
+            for step, (reward, success) in curve.items():
+                row = [run.task, run.trainer, run.seed, step, label(step)]
+                writer.writerow([*row, f"{reward:.4f}", f"{success:.4f}"])
+    groups: dict[tuple[str, str], list[dict[int, tuple[float, float]]]] = defaultdict(list)
+    for run, curve in curves.items():
+        groups[run.task, run.trainer].append(curve)
+    summary = {key: summarise(group) for key, group in groups.items()}
+    with (out / "summary.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["task", "trainer", "seeds", "label", "reward_mean", "reward_min",
+                         "reward_max", "success_mean", "success_min", "success_max"])  # fmt: skip
+        for (task, trainer), rows in summary.items():
+            for step, stats in rows.items():
+                cells = [f"{v:.4f}" for v in stats]
+                writer.writerow([task, trainer, len(groups[task, trainer]), label(step), *cells])
+    for task in sorted({t for t, _ in summary}):
+        plot(out / f"{task}.png", task, {tr: s for (t, tr), s in summary.items() if t == task})
+        band_check(task, summary)
+
+
+def report_walls(runs: Sequence[Run], work: Path) -> None:
+    """Each task and trainer's wall time per run, as each run measured it when it trained."""
+    walls: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for run in runs:
+        recorded = work / f"{run.run_id}.wall"
+        if recorded.exists():
+            walls[run.task, run.trainer].append(float(recorded.read_text()))
+    for (task, trainer), seconds in walls.items():
+        print(
+            f"{task} {trainer}: {len(seconds)} runs, {sum(seconds) / len(seconds):.0f} s each, "
+            f"{sum(seconds):.0f} s in all"
+        )
+
+
+def summarise(group: list[dict[int, tuple[float, float]]]) -> dict[int, tuple[float, ...]]:
+    """Per step: reward mean, min, max and success mean, min, max over seeds."""
+    out = {}
+    for step in group[0]:
+        reward = [c[step][0] for c in group]
+        success = [c[step][1] for c in group]
+        out[step] = (
+            sum(reward) / len(reward), min(reward), max(reward),
+            sum(success) / len(success), min(success), max(success),
+        )  # fmt: skip
+    return out
+
+
+def band_check(task: str, summary: dict[tuple[str, str], dict[int, tuple[float, ...]]]) -> None:
+    """Print each trainer's mean at 50k, 100k, 150k, where it crosses 0, and the band check."""
+    band = summary.get((task, MLAGENTS))
+    for (other_task, trainer), rows in summary.items():
+        if other_task != task:
+            continue
+        means = {label(s) // 1000: stats[0] for s, stats in rows.items()}
+        crossing = next((f"{k}k" for k, m in means.items() if m >= 0.0), "never")
+        line = f"{task} {trainer}: mean reward " + ", ".join(
+            f"{m:+.2f} at {k}k" for k, m in means.items() if k in (50, 100, 150)
+        )
+        line += f"; >= 0 from {crossing}"
+        if band is not None and trainer != MLAGENTS:
+            outside = [
+                f"{label(s) // 1000}k ({rows[s][0]:+.3f} vs {band[s][1]:+.3f}..{band[s][2]:+.3f})"
+                for s in rows
+                if label(s) >= BAND_FROM and not band[s][1] <= rows[s][0] <= band[s][2]
+            ]
+            line += "; in mlagents-learn's band from 30k: " + (
+                "yes, at every point" if not outside else "no, outside at " + ", ".join(outside)
+            )
+        print(line)
+
+
+def plot(path: Path, task: str, summary: dict[str, dict[int, tuple[float, ...]]]) -> None:
+    """Reward and success against steps: each trainer's mean and its min..max band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for trainer, rows in summary.items():
+        x = [label(s) / 1000 for s in rows]
+        for axis, offset in zip(axes, (0, 3), strict=True):
+            stats = list(rows.values())
+            (line,) = axis.plot(x, [v[offset] for v in stats], label=trainer)
+            low, high = [v[offset + 1] for v in stats], [v[offset + 2] for v in stats]
+            axis.fill_between(x, low, high, alpha=0.2, color=line.get_color())
+    for axis, name in zip(axes, ("mean reward", "success"), strict=True):
+        axis.set_xlabel("agent steps (thousands; 10k = 10,240)")
+        axis.set_ylabel(name)
+        axis.grid(alpha=0.3)
+    axes[0].legend()
+    figure.suptitle(f"{task}: mean and min..max over seeds")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+if __name__ == "__main__":
+    main()
