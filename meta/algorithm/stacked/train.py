@@ -195,8 +195,9 @@ def _update(
     k = len(rollouts)
     device = policy.params["log_std"].device
     steps, n = rollouts[0].rewards.shape
+    total = steps * n
+    obs = torch.stack([r.obs.reshape(total, -1) for r in rollouts]).to(device)
     if policy.normalize:
-        obs = torch.stack([r.obs.reshape(steps * n, -1) for r in rollouts]).to(device)
         policy.update_normalizer(obs, cfg.normalizer_prior)
         rollouts = _revalued(policy, rollouts, device)
     lr = torch.tensor([h.learning_rate for h in hypers], device=device)
@@ -211,9 +212,7 @@ def _update(
         columns[name].transpose(0, 1) for name in ("rewards", "values", "next_values", "boundaries")
     ]
     advantages, returns = compute_gae(*gae, cfg.gamma, cfg.lambd)
-    total = steps * n
     with torch.no_grad():
-        obs = torch.stack([r.obs.reshape(total, -1) for r in rollouts]).to(device)
         features = policy.features(obs)
     buffer = {
         "features": features,
