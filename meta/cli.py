@@ -196,7 +196,7 @@ def train_main() -> None:
     _take_verbose()
     register_configs()
     precheck("meta-train", sys.argv[1:])
-    _run(_hydra(_train))
+    _run(_hydra(_train), "meta-train")
 
 
 def _take_verbose() -> None:
@@ -288,12 +288,15 @@ def eval_main() -> None:
             )
     precheck("meta-eval", sys.argv[1:])
     sys.argv[1:] = eval_argv(sys.argv[1:])
-    _run(_hydra(_eval))
+    _run(_hydra(_eval), "meta-eval")
 
 
-def _run(main: Any) -> None:
-    """Hydra's main; a help screen it prints is folded to the terminal's width."""
+def _run(main: Any, program: str) -> None:
+    """Hydra's main; a help screen is folded to the terminal's width, bad overrides one line."""
     if any(arg in HELP_FLAGS for arg in sys.argv[1:]):
-        wrapped_help(main)
+        try:
+            wrapped_help(main, CONFIG_DIR)
+        except Exception as error:  # the overrides before --help: Hydra's and OmegaConf's errors
+            fail(program, one_line(error) + did_you_mean(error, CONFIG_DIR))
     else:
         main()

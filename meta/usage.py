@@ -7,6 +7,7 @@ import difflib
 import io
 import re
 import shutil
+import string
 import sys
 import textwrap
 from collections.abc import Callable
@@ -46,15 +47,50 @@ def wrap_help(text: str, width: int) -> str:
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
-def wrapped_help(show: Callable[[], object]) -> None:
-    """Run `show` (Hydra printing a help screen) and print its screen folded to the terminal."""
+def wrapped_help(show: Callable[[], object], config_dir: str | None = None) -> None:
+    """Print the help screen folded to the terminal: ours (`help_screen`) where it can fill the
+    template, else what `show` (Hydra's main, printing its screen) prints."""
     screen = io.StringIO()
     try:
-        with contextlib.redirect_stdout(screen):
-            show()
+        text = None if config_dir is None else help_screen(config_dir, sys.argv[1:])
+        if text is None:
+            with contextlib.redirect_stdout(screen):
+                show()
+        else:
+            screen.write(text + "\n")
     finally:
         sys.stdout.write(wrap_help(screen.getvalue(), shutil.get_terminal_size().columns))
         sys.stdout.flush()
+
+
+def help_screen(config_dir: str, argv: list[str]) -> str | None:
+    """The screen Hydra's --help prints for `argv`: its template, filled as Hydra fills it.
+
+    Hydra lists each group's options by composing the configuration once per group (seconds
+    for this tree); the options are the group's yaml files, listed here. None when the
+    template asks for more than the groups and the configuration (Hydra's own screen then).
+    """
+    from hydra import compose, initialize_config_dir
+
+    overrides = [arg for arg in argv if not arg.startswith("-")]
+    with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    template = string.Template(str(cfg.hydra.help.template))
+    shown = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+    try:
+        return template.substitute(
+            APP_CONFIG_GROUPS=_groups(config_dir), CONFIG=OmegaConf.to_yaml(shown)
+        )
+    except KeyError:
+        return None
+
+
+def _groups(config_dir: str) -> str:
+    """`group: option, option` for each of the application's config groups, as Hydra lists them."""
+    from pathlib import Path
+
+    groups = sorted(p.name for p in Path(config_dir).iterdir() if p.is_dir() and p.name != "hydra")
+    return "".join(f"{g}: {', '.join(_options(config_dir, g))}\n" for g in groups)
 
 
 def did_you_mean(error: BaseException, config_dir: str) -> str:

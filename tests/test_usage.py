@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 
 import pytest
 
-from meta.cli import CONFIG_DIR, precheck, register_configs
-from meta.usage import eval_argv, nearest_key, valid_keys, wrap_help
+from meta.cli import CONFIG_DIR, _hydra, _train, precheck, register_configs
+from meta.usage import EVAL_HELP, eval_argv, help_screen, nearest_key, valid_keys, wrap_help
 
 
 def _help(program: str, *args: str, columns: int = 80) -> str:
@@ -107,3 +108,32 @@ def test_meta_eval_selects_its_help_only_with_help() -> None:
     assert eval_argv(["--help"]) == ["hydra/help=eval", "--help"]
     # before the flag: argparse takes the overrides only before or only after it
     assert eval_argv(["run_id=r", "-h"]) == ["hydra/help=eval", "run_id=r", "-h"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["meta.steps=7", "-h"], [EVAL_HELP, "eval.budgets=[1,2]", "--help"]],
+)
+def test_our_help_screen_is_the_one_hydra_prints(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    register_configs()
+    monkeypatch.setattr(sys, "argv", ["meta-train", *argv])
+    with contextlib.suppress(SystemExit):
+        _hydra(_train)()  # Hydra's own --help: it lists every group's options by composing
+    assert help_screen(CONFIG_DIR, argv) + "\n" == capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_a_bad_override_before_help_is_one_line_with_exit_code_2() -> None:
+    script = "import sys; from meta.cli import train_main; sys.argv[0] = 'x'; train_main()"
+    done = subprocess.run(
+        [sys.executable, "-c", script, "ppo.learnin_rate=3", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert done.stderr.startswith("meta-train: error: Could not override 'ppo.learnin_rate'")
+    assert done.stderr.strip().endswith("did you mean ppo.learning_rate?")

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from rliable import library, metrics
 
 from meta.evaluation.runs import JOINT_RUN
 from meta.evaluation.statistics import Measurement, area, horizons
@@ -93,6 +92,8 @@ def _estimates(
     pair: dict[str, list[np.ndarray]], seed: int, samples: int, confidence: float
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """rliable's point and interval estimates of one pair's probability of improvement."""
+    from rliable import library, metrics  # 2.5 s of imports (arch, scipy.stats): only when used
+
     # rliable's StratifiedIndependentBootstrap draws its indices from NumPy's global generator
     # (its random_state goes unused): seed that one for the call, and put it back
     saved = np.random.get_state()
