@@ -66,8 +66,11 @@ class MetaTrainer:
         config_dict: dict[str, Any],
         console: Console | None = None,
         on_open: Callable[[], object] | None = None,
+        label: str | None = None,
     ) -> None:
+        """`label` names the run in its console lines, for a run trained among others."""
         self.plan, self.cfg, self.console = plan, plan.cfg, console
+        self.label = label
         self._closed = False
         self.completed = False
         """Whether the final weights and status are written: the run is complete."""
@@ -108,6 +111,7 @@ class MetaTrainer:
             resume_meta_step=self.meta_step - 1 if resumed else None,
             resume_env_steps=self.env_steps if resumed else None,
             console_every=logger.summary_freq,
+            console_label=self.label,
             extra_columns=extra,
             inner_columns=inner,
             wandb_project=logger.wandb_project,
