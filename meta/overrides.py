@@ -92,7 +92,7 @@ def _check_group(cfg: DictConfig, overrides: list[str]) -> None:
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         raise ValueError(MULTIRUN_SEEDS)
     if "seed" in {override_key(o) for o in overrides}:
-        raise ValueError(f"{given} gives each run its seed: leave seed= out")
+        raise ValueError(f"{given} gives each run its own seed, and seed= another: leave seed= out")
     check_seeds(seeds, str(cfg.runtime.backend))
 
 

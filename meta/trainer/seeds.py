@@ -25,6 +25,7 @@ from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.request import TrainResult
 from meta.observe.progress import Progress
 from meta.run.interrupt import deferred_interrupt
+from meta.run.names import command
 from meta.runtime.batched import BatchedExecutor
 from meta.runtime.jobs import Training
 from meta.trainer.loop import MetaTrainer, Rows
@@ -87,3 +88,58 @@ class _EveryTimers:
             for timers in self.timers:
                 scopes.enter_context(timers.scope(name))
             yield
+
+
+def stopped_line(
+    reason: str,
+    runs: Sequence[Path],
+    trainers: Sequence[MetaTrainer],
+    resumed: Sequence[bool],
+    opened: int,
+    words: Sequence[str],
+) -> str:
+    """`<reason>; <what the run directories hold>. <the group's command to go on>`.
+
+    `trainers` are those made so far, `resumed` says which runs continue, `opened` how many
+    runs were opened (written to), `words` the group's command.
+    """
+    if opened == 0:  # no run directory was touched
+        where = "the runs are as they were" if any(r.exists() for r in runs) else ""
+        again = f". Resume with: {command(*words, resume=True)}" if all(resumed) else ""
+        return f"{reason} before the runs started; {where or 'nothing was written'}{again}"
+    states, resumable = [], True
+    for i, run_dir in enumerate(runs):
+        trainer = trainers[i] if i < len(trainers) else None
+        if trainer is not None and trainer.completed:
+            states.append(("is complete", "are complete"))
+        elif trainer is not None and trainer.committed > 0:
+            held = f"meta-steps 0..{trainer.committed - 1}"
+            states.append((f"holds {held}", f"hold {held}"))
+        elif resumed[i] and i < opened:
+            states.append(("keeps its meta-steps", "keep their meta-steps"))
+        elif resumed[i]:
+            states.append(("is as it was", "are as they were"))
+        else:
+            resumable = False
+            exists = run_dir.exists()
+            states.append(
+                ("holds no meta-step", "hold no meta-step")
+                if exists
+                else ("was not begun", "were not begun")
+            )
+    parts = []
+    for state in dict.fromkeys(states):
+        mine = [r for r, s in zip(runs, states, strict=True) if s == state]
+        parts.append(f"{listed(mine)} {state[0] if len(mine) == 1 else state[1]}")
+    held = "; ".join(parts)
+    if all(s == ("is complete", "are complete") for s in states):
+        return f"{reason} after the runs completed; {held}"
+    if resumable:
+        return f"{reason}; {held}. Resume with: {command(*words, resume=True)}"
+    return f"{reason}; {held}: nothing to resume (start over with: {command(*words, force=True)})"
+
+
+def listed(runs: Sequence[Path]) -> str:
+    """`a, b and c`."""
+    names = [str(r) for r in runs]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

@@ -1,9 +1,10 @@
-"""One meta-train process on one run: the lock, the trainer, and how it stops, in one line.
+"""One meta-train process on one run (or a group of seeds): locks, trainers, and how it stops.
 
 Every way a run can stop early (Ctrl-C, SIGTERM, a full disk, a corrupt checkpoint, builds that
 keep crashing, a second process) becomes a `Stopped` with a one-line message and an exit code;
 the message says what the run directory holds and, when something is resumable, the command
-that resumes it, exactly as it must be typed.
+that resumes it, exactly as it must be typed. A group of seeds (`run_group`) goes through the
+same regime, every run locked, its line naming every run directory and the group's command.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from meta.run.checkpoints import CheckpointError
 from meta.run.configuration import record_changes
 from meta.run.interrupt import Terminated, held_signals, raise_on_signals
 from meta.run.lock import RunLock, RunLocked
-from meta.run.names import command, run_command
+from meta.run.names import run_command
 from meta.run.signals import HELD, exit_at_once, exit_code
 from meta.run.status import StatusError
 from meta.runtime.cluster import Cluster, join_or_start_ray
 from meta.trainer.dispatch import BuildsExhausted
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import TrainingPlan
-from meta.trainer.seeds import SeedGroup
+from meta.trainer.seeds import SeedGroup, listed, stopped_line
 
 INTERRUPTED, TERMINATED, FAILED, INPUT = 130, 143, 1, 2
 
@@ -115,7 +116,7 @@ def _run(
     if group is None:
         done = f"interrupted after the run completed; {run_dirs[0]} is complete"
     else:
-        done = f"interrupted after the runs completed; {_listed(run_dirs)} are complete"
+        done = f"interrupted after the runs completed; {listed(run_dirs)} are complete"
     if program is not None:
         exit_at_once(program, done)
     faults.at("after_release", trainers[0].meta_step)
@@ -171,35 +172,30 @@ def _locked_run(
                 "interrupted", starts[0].plan, _first(trainers), locks[0].held, bool(opened)
             )
         else:
-            message = _group_stopped("interrupted", starts, trainers, locks, len(opened), group)
+            message = _group_stopped("interrupted", starts, trainers, len(opened), group)
         raise Stopped(message, code) from error
     except OSError as error:
         if error.errno == errno.ENOSPC:
             reason = f"no space left on device writing {error.filename}"
         else:
             reason = f"{error.strerror or error} ({error.filename})"
-        raise Stopped(
-            _failed(reason, starts, trainers, locks, len(opened), group), FAILED
-        ) from error
+        raise Stopped(_failed(reason, starts, trainers, len(opened), group), FAILED) from error
     except (BuildsExhausted, BuildError, CheckpointError, StatusError, ValueError) as error:
         reason = first_line(error)
-        raise Stopped(
-            _failed(reason, starts, trainers, locks, len(opened), group), FAILED
-        ) from error
+        raise Stopped(_failed(reason, starts, trainers, len(opened), group), FAILED) from error
 
 
 def _failed(
     reason: str,
     starts: Sequence[Start],
     trainers: list[MetaTrainer],
-    locks: list[RunLock],
     opened: int,
     group: Sequence[str] | None,
 ) -> str:
     """The line of a stop by an error."""
     if group is None:
         return _stopped(reason, starts[0].plan, _first(trainers))
-    return _group_stopped(reason, starts, trainers, locks, opened, group)
+    return _group_stopped(reason, starts, trainers, opened, group)
 
 
 def _first(trainers: list[MetaTrainer]) -> MetaTrainer | None:
@@ -277,40 +273,10 @@ def _group_stopped(
     reason: str,
     starts: Sequence[Start],
     trainers: list[MetaTrainer],
-    locks: list[RunLock],
     opened: int,
     group: Sequence[str],
 ) -> str:
-    """`<reason>; <what each run directory holds>. <the group's command to go on>`."""
+    """The line of a group's early stop (meta.trainer.seeds.stopped_line)."""
     runs = [Path(s.plan.cfg.results_dir) / s.plan.run_id for s in starts]
-    if not any(lock.held for lock in locks):  # stopped taking the locks: no run was touched
-        where = "their directories are as they were" if any(r.exists() for r in runs) else ""
-        return f"{reason} before the runs started; {where or 'nothing was written'}"
-    if len(trainers) == len(runs) and all(t.completed for t in trainers):
-        return f"{reason} after the runs completed; {_listed(runs)} are complete"
-    held, resumable = [], True
-    for i, (start, run_dir) in enumerate(zip(starts, runs, strict=True)):
-        trainer = trainers[i] if i < len(trainers) else None
-        if trainer is not None and trainer.completed:
-            held.append(f"{run_dir} is complete")
-        elif trainer is not None and trainer.committed > 0:
-            held.append(f"{run_dir} holds meta-steps 0..{trainer.committed - 1}")
-        elif start.plan.cfg.resume:
-            held.append(f"{run_dir} {'keeps its meta-steps' if i < opened else 'is as it was'}")
-        else:
-            resumable = False
-            held.append(
-                f"{run_dir} {'holds no meta-step' if run_dir.exists() else 'was not begun'}"
-            )
-    if resumable:
-        return f"{reason}; {'; '.join(held)}. Resume with: {command(*group, resume=True)}"
-    return (
-        f"{reason}; {'; '.join(held)}: nothing to resume as a group (start it over with: "
-        f"{command(*group, force=True)})"
-    )
-
-
-def _listed(runs: Sequence[Path]) -> str:
-    """`a, b and c`."""
-    names = [str(r) for r in runs]
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    resumed = [s.plan.cfg.resume for s in starts]
+    return stopped_line(reason, runs, trainers, resumed, opened, group)
