@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import re
 import signal
 import sys
 import traceback
@@ -17,13 +15,19 @@ from omegaconf import DictConfig, OmegaConf
 
 from meta.config import Config
 from meta.errors import one_line
+from meta.overrides import MULTIRUN_SEEDS, group_starts, in_force, run_id_of, set_threads
 from meta.run.interrupt import Terminated, raise_on_signals
-from meta.run.names import check_name, command, derived_run_id, run_command
+from meta.run.names import (
+    DEFAULT_RESULTS_DIR,
+    command,
+    hydra_value,
+    override_key,
+    run_command,
+)
 from meta.run.signals import exit_at_once, exit_code, forget_interrupt
 from meta.usage import HELP_FLAGS, did_you_mean, eval_argv, wrapped_help
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
-log = logging.getLogger("meta")
 VERBOSE = False
 
 
@@ -73,33 +77,6 @@ def precheck(program: str, argv: list[str]) -> None:
             fail("meta-train", error)
 
 
-def run_id_of(cfg: DictConfig) -> str:
-    """The given run_id, else one derived from the overrides (distinct per multirun job).
-
-    The derived id is `meta.run.names.derived_run_id` of the overrides Hydra's
-    `override_dirname` keeps. A resume whose derived id has no directory but whose id by the
-    earlier rule (`<algorithm>_<override_dirname>`) has one continues that run.
-    """
-    if cfg.run_id:
-        return check_name(str(cfg.run_id))
-    hydra_cfg = HydraConfig.get()
-    excluded = set(hydra_cfg.job.config.override_dirname.exclude_keys)
-    kept = [o for o in hydra_cfg.overrides.task if o.split("=")[0].lstrip("+~") not in excluded]
-    run_id = derived_run_id(str(cfg.meta.algorithm), kept)
-    legacy = _legacy_run_id(str(cfg.meta.algorithm), hydra_cfg.job.override_dirname)
-    results = Path(str(cfg.results_dir))
-    if cfg.resume and not (results / run_id).exists() and (results / legacy).is_dir():
-        log.info("Resuming %r, the id this run was given before run ids changed", legacy)
-        return check_name(legacy)
-    return check_name(run_id)
-
-
-def _legacy_run_id(algorithm: str, override_dirname: str) -> str:
-    """The id derived before run ids became Hydra values: `<algorithm>_<override_dirname>`."""
-    name = algorithm + (f"_{override_dirname}" if override_dirname else "")
-    return re.sub(r"[^A-Za-z0-9_.,=+-]", "-", name)
-
-
 def _train(cfg: DictConfig) -> float | None:
     from meta.launch import BEFORE_START
     from meta.observe.console import log_to, run_console
@@ -107,14 +84,17 @@ def _train(cfg: DictConfig) -> float | None:
     exit_at_once("meta-train", BEFORE_START)  # again for each job of a multirun
     console = run_console()
     log_to(console)
+    if cfg.seeds is not None:
+        _train_seeds(cfg, console)
+        return None
     try:
         run_id = run_id_of(cfg)
-        cfg, changes = _in_force(cfg, run_id)
+        cfg, changes = in_force(cfg, run_id)
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
         config.validate()  # before torch is imported: a bad value fails in a moment
         from meta.trainer import plan_training, session
 
-        _set_threads(config)
+        set_threads(config)
         checked = plan_training(config, run_id)
     except (ValueError, OSError, RuntimeError) as error:  # the input, and nothing written yet
         fail("meta-train", error)
@@ -130,10 +110,15 @@ def _train(cfg: DictConfig) -> float | None:
         f"{command('tensorboard', '--logdir', str(run_dir))}. Evaluate it with: "
         f"{run_command('meta-eval', run_id, str(cfg.results_dir))}"
     )
+    return _report_objective(config, run_dir)
+
+
+def _report_objective(config: Config, run_dir: Path) -> float | None:
+    """What a search (hparams_search) optimises, measured on the run and printed; None: none."""
     from meta.evaluation.metric import OBJECTIVE_FILE, describe
     from meta.evaluation.objective import measure_objective
 
-    value = measure_objective(config, run_dir)  # what a search (hparams_search) optimises
+    value = measure_objective(config, run_dir)
     if value is not None:
         metric = str(config.optimized_metric)
         print(
@@ -142,46 +127,30 @@ def _train(cfg: DictConfig) -> float | None:
     return value
 
 
-def _in_force(cfg: DictConfig, run_id: str) -> tuple[DictConfig, dict[str, tuple[Any, Any]]]:
-    """The configuration to run: on resume the run's own, with the changes it may take."""
-    if not cfg.resume:
-        return cfg, {}
-    from meta.run.configuration import reconcile
-    from meta.run.directory import CONFIG_FILE
+def _train_seeds(cfg: DictConfig, console: Any) -> None:
+    """`seeds=[...]`: every seed's run planned as `seed=<s>` alone plans it, then all trained in
+    lockstep in this process (meta.trainer.seeds)."""
+    from meta.trainer import session
 
-    path = Path(str(cfg.results_dir)) / run_id / CONFIG_FILE
-    if not path.is_file():
-        return cfg, {}  # the run directory rules name what is missing
-    saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    given = OmegaConf.to_container(cfg, resolve=True)
-    overrides = list(HydraConfig.get().overrides.task)
-    merged, changes = reconcile(saved, given, _touched(overrides))  # type: ignore[arg-type]
-    merged.update(run_id=run_id, resume=True, force=False, results_dir=cfg.results_dir)
-    merged.pop("hydra", None)
-    schema = OmegaConf.structured(Config)
-    return OmegaConf.merge(schema, merged), changes  # type: ignore[return-value]
-
-
-def _touched(overrides: list[str]) -> set[str]:
-    """Config keys the overrides set: named ones, and those a group or experiment changes."""
-    from hydra import compose
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from meta.run.configuration import flatten
-
-    mine = [o for o in overrides if not o.lstrip("+~").startswith("hydra")]
-    parsed = OverridesParser.create().parse_overrides(mine)
-    keys = {o.key_or_group.replace("/", ".") for o in parsed}
-    base = flatten(OmegaConf.to_container(compose("config"), resolve=True))  # type: ignore[arg-type]
-    full = flatten(OmegaConf.to_container(compose("config", mine), resolve=True))  # type: ignore[arg-type]
-    return keys | {key for key, value in full.items() if base.get(key) != value}
-
-
-def _set_threads(config: Config) -> None:
-    import torch
-
-    if config.torch_threads > 0:
-        torch.set_num_threads(config.torch_threads)
+    try:
+        starts = group_starts(cfg)
+    except (ValueError, OSError, RuntimeError) as error:  # the input, and nothing written yet
+        fail("meta-train", error)
+    overrides = HydraConfig.get().overrides.task
+    again = ["meta-train", *(o for o in overrides if override_key(o) not in ("resume", "force"))]
+    try:
+        run_dirs = session.run_group(starts, again, console)
+    except session.Stopped as stopped:
+        fail("meta-train", str(stopped), stopped.code)
+    ids = [hydra_value(start.plan.run_id) for start in starts]
+    where = [] if cfg.results_dir == DEFAULT_RESULTS_DIR else [f"results_dir={cfg.results_dir}"]
+    evaluate = command("meta-eval", f"run_id={ids[0]}", *where, f"eval.run_ids=[{','.join(ids)}]")
+    print(
+        f"meta-train: done. Results in {', '.join(str(d) for d in run_dirs)} (final weights "
+        f"Brain.pt and meta-steps meta_steps.csv in each). Evaluate them with: {evaluate}"
+    )
+    for start, run_dir in zip(starts, run_dirs, strict=True):
+        _report_objective(start.plan.cfg, run_dir)
 
 
 def _hydra(task: Any) -> Any:
@@ -194,6 +163,9 @@ def train_main() -> None:
 
     exit_at_once("meta-train", BEFORE_START)
     _take_verbose()
+    argv = sys.argv[1:]
+    if {"-m", "--multirun"} & set(argv) and "seeds" in map(override_key, _overrides(argv)):
+        fail("meta-train", MULTIRUN_SEEDS)
     register_configs()
     precheck("meta-train", sys.argv[1:])
     _run(_hydra(_train), "meta-train")
@@ -227,7 +199,7 @@ def _eval(cfg: DictConfig) -> None:
         from meta.evaluation.evaluate import evaluate, plan_eval
         from meta.evaluation.table import table
 
-        _set_threads(config)
+        set_threads(config)
         checked = plan_eval(config, config.run_id)
     except Exception as error:  # all of it is about the input; nothing is written yet
         fail("meta-eval", error)

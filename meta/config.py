@@ -204,6 +204,21 @@ class RuntimeConfig:
             )
 
 
+def check_seeds(seeds: list[int], runtime: str) -> None:
+    """ValueError unless `seeds` names distinct seeds and their runs can stack (runtime=batched)."""
+    given = "seeds=[" + ",".join(str(s) for s in seeds) + "]"
+    if not seeds:
+        raise ValueError("seeds=[] names no seed: give them (seeds=[0,1,2]) or leave seeds out")
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ValueError(f"{given} names seed {twice[0]} more than once")
+    if runtime != "batched":
+        raise ValueError(
+            f"{given} trains the seeds' runs stacked in one process, which runtime={runtime} "
+            "does not do: add runtime=batched"
+        )
+
+
 def _host_port(address: str) -> bool:
     """Whether `address` reads as host:port (a ray:// client address included)."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
@@ -256,6 +271,10 @@ class Config:
     """Run directory name; derived from the overrides when empty."""
     seed: int = 0
     """Seed of every random number in the run."""
+    seeds: list[int] | None = None
+    """Several runs of this setting in one process, one per seed (runtime=batched): each
+    meta-step's inner trainings of all of them stacked, each run written as `seed=<s>` alone
+    writes it (run id `<run_id>-seed_<s>` when run_id is given); null: one run, of `seed`."""
     resume: bool = False
     """Continue the run in results_dir/run_id after its last completed meta-step."""
     force: bool = False
@@ -298,6 +317,8 @@ class Config:
                 "runtime=batched stacks native tasks only: env.backend=unity builds serve one "
                 "training per worker (use runtime=local or runtime=ray)"
             )
+        if self.seeds is not None:
+            check_seeds(self.seeds, self.runtime.backend)
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
         if self.optimized_metric:

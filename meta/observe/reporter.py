@@ -148,8 +148,12 @@ class StatsReporter:
 class ConsoleWriter(NullWriter):
     """Logs one ML-Agents-style summary line every `every` meta-steps."""
 
-    def __init__(self, every: int = 1, labels: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, every: int = 1, labels: Mapping[str, str] | None = None, name: str | None = None
+    ) -> None:
         self.every = max(1, every)
+        self.name = name
+        """Said first on each line (`seed 1`), for one run among others; None: nothing."""
         self.labels = dict(CONSOLE_LABELS if labels is None else labels)
         self._start = time.monotonic()
         self._latest: dict[str, float] = {}
@@ -176,6 +180,8 @@ class ConsoleWriter(NullWriter):
         ]
         if not ended:
             parts.insert(3, NO_EPISODE)
+        if self.name:
+            parts.insert(0, self.name)
         logger.info(". ".join(parts) + ".")
 
 
@@ -211,6 +217,7 @@ def build_reporter(
     resume_meta_step: int | None = None,
     resume_env_steps: int | None = None,
     console_every: int = 1,
+    console_label: str | None = None,
     extra_columns: Sequence[str] = (),
     inner_columns: Sequence[str] | None = None,
     wandb_project: str = "meta-harness",
@@ -223,7 +230,7 @@ def build_reporter(
     run_dir = Path(run_dir)
     chosen: list[StatsWriter] = []
     if "console" in writers:
-        chosen.append(ConsoleWriter(console_every))
+        chosen.append(ConsoleWriter(console_every, name=console_label))
     if "csv" in writers:
         for table, columns in csv_tables(extra_columns, inner_columns).items():
             chosen.append(

@@ -32,24 +32,41 @@ def raise_on_signals() -> None:
 
 @contextmanager
 def deferred_interrupt() -> Iterator[list[int]]:
-    """Hold Ctrl-C and SIGTERM until the block ends, then raise what arrived."""
+    """Hold Ctrl-C and SIGTERM until the block ends, then raise what arrived.
+
+    Inside a block that holds them already (a group of runs committing one meta-step), what
+    arrived passes on to that block, which raises it once the whole group has committed.
+    """
     try:
         with held_signals() as received:
             yield received
     finally:
-        if signal.SIGTERM in received:
+        outer = signal.getsignal(signal.SIGINT)
+        if isinstance(outer, _Holder):
+            outer.received += received
+        elif signal.SIGTERM in received:
             raise Terminated
-        if received:
+        elif received:
             raise KeyboardInterrupt
+
+
+class _Holder:
+    """A signal handler that records the signals it is given."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
 
 
 @contextmanager
 def held_signals() -> Iterator[list[int]]:
     """Record Ctrl-C and SIGTERM in the yielded list while the block runs, raising nothing."""
-    received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _: received.append(signum)) for sig in HELD}
+    holder = _Holder()
+    previous = {sig: signal.signal(sig, holder) for sig in HELD}
     try:
-        yield received
+        yield holder.received
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

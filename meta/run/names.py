@@ -72,6 +72,16 @@ def derived_run_id(algorithm: str, overrides: Iterable[str]) -> str:
     return f"{plain[: MAX_LENGTH - len(digest) - 1].rstrip('-_')}-{digest}"
 
 
+def override_key(override: str) -> str:
+    """The key an override sets: `seed` of `seed=3`, `+seed=3` and `~seed`."""
+    return override.split("=")[0].lstrip("+~")
+
+
+def seed_overrides(overrides: Iterable[str], seed: int) -> list[str]:
+    """The overrides of one run of a group (`seeds=[...]`): its `seed=<seed>` in their place."""
+    return [o for o in overrides if override_key(o) != "seeds"] + [f"seed={seed}"]
+
+
 def _part(override: str) -> str:
     key, _, value = override.partition("=")
     return f"{_safe(key.lstrip('+~'))}_{_safe(value)}" if value else _safe(key)

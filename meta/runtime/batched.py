@@ -9,6 +9,7 @@ native tasks only: a build's environments are its workers, which a stack would h
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
@@ -53,7 +54,11 @@ class BatchedExecutor:
 
 
 def stacks(jobs: Sequence[Job[R]]) -> list[list[int]]:
-    """Indices of the jobs that train together, each list one stack of 2 or more."""
+    """Indices of the jobs that train together, each list one stack of 2 or more.
+
+    More than MAX_STACK jobs of one setting split into stacks of near-equal size, so that none
+    is left to train alone (a member trains bitwise the same in any stack of 2 or more).
+    """
     groups: list[tuple[TrainRequest, list[int]]] = []
     for i, job in enumerate(jobs):
         if not isinstance(job, TrainingJob):
@@ -62,9 +67,17 @@ def stacks(jobs: Sequence[Job[R]]) -> list[list[int]]:
         if stackable(request) is not None:
             continue
         for first, members in groups:
-            if same_shape(first, request) and len(members) < MAX_STACK:
+            if same_shape(first, request):
                 members.append(i)
                 break
         else:
             groups.append((request, [i]))
-    return [members for _, members in groups if len(members) > 1]
+    return [part for _, members in groups if len(members) > 1 for part in _split(members)]
+
+
+def _split(members: list[int]) -> list[list[int]]:
+    """`members` in the fewest stacks of at most MAX_STACK, their sizes differing by 1 at most."""
+    parts = -(-len(members) // MAX_STACK)
+    size, extra = divmod(len(members), parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [members[a:b] for a, b in itertools.pairwise(bounds)]

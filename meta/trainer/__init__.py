@@ -2,8 +2,8 @@
 
 `preflight` validates a run before anything is written, `session` takes the run's lock, joins
 Ray if asked and turns every early stop into one line, `loop.MetaTrainer` owns a running run
-and its outer loop, `dispatch` runs a meta-step's inner trainings; `meta.run.interrupt` holds
-Ctrl-C while a meta-step commits.
+and its outer loop, `dispatch` runs a meta-step's inner trainings, `seeds` trains a group of
+seeds (`seeds=[...]`) in lockstep; `meta.run.interrupt` holds Ctrl-C while a meta-step commits.
 """
 
 from __future__ import annotations

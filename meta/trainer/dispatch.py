@@ -3,13 +3,17 @@
 The requests are picklable (meta.algorithm.request) and run in this process (`runtime=local`)
 or on Ray actors (`runtime=ray`). Independent requests may run side by side; a chain (Adam's
 state carried from training to training) runs one after the other, each request continuing
-what the previous one left.
+what the previous one left. `InnerTrainings.trainings` says which jobs a meta-step needs and
+takes their results, so that whoever runs them may run other runs' jobs beside them
+(meta.trainer.seeds); `train` runs them on the run's own executor.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Generator
 from functools import partial
+from typing import TypeVar
 
 import torch
 
@@ -25,6 +29,19 @@ from meta.runtime.jobs import Training
 from meta.trainer.preflight import TrainingPlan
 
 log = logging.getLogger(__name__)
+J = TypeVar("J")
+S = TypeVar("S")
+T = TypeVar("T")
+
+
+def drive(steps: Generator[J, S, T], run: Callable[[J], S]) -> T:
+    """Run what `steps` yields with `run`, sending each answer back; what `steps` returns."""
+    try:
+        jobs = next(steps)
+        while True:
+            jobs = steps.send(run(jobs))
+    except StopIteration as done:
+        return done.value
 
 
 class BuildsExhausted(RuntimeError):
@@ -63,6 +80,20 @@ class InnerTrainings:
     ) -> list[TrainResult]:
         """The meta-step's trainings; a crashed build or lost actor is replaced, its request
         retried. A chain starts from `optimizer_state`; games from the run's `self_play_state`."""
+        trainings = self.trainings(k, theta, tasks, hyper, optimizer_state, self_play_state)
+        return drive(trainings, partial(self.run, k))
+
+    def trainings(
+        self,
+        k: int,
+        theta: dict[str, torch.Tensor],
+        tasks: list[Task],
+        hyper: Hyper,
+        optimizer_state: OptimizerState | None = None,
+        self_play_state: SelfPlayState | None = None,
+    ) -> Generator[list[Training], list[TrainResult], list[TrainResult]]:
+        """The meta-step's trainings as job lists to run, each sent back its results in order:
+        one list of independent trainings, or one list per link of a chain; returns them all."""
         requests = self.learner.requests(k, theta, tasks, hyper, self_play_state)
         if self.cfg.runtime.backend == "batched" and not self._told:
             self._told = True
@@ -70,17 +101,20 @@ class InnerTrainings:
             if self.learner.chained or alone is not None:
                 why = alone or "each continues the previous one's Adam state"
                 log.info("runtime=batched: these trainings run one after the other (%s)", why)
-        on_crash = partial(self._crashed, k)
         if not self.learner.chained:
-            return list(self.start_executor().run([Training(r) for r in requests], on_crash))
+            return (yield [Training(r) for r in requests])
         results: list[TrainResult] = []
         for request in requests:
             if results:
                 request = self.learner.continued(request, results[-1])
             else:
                 request = request.carrying(optimizer_state=optimizer_state)
-            results += self.start_executor().run([Training(request)], on_crash)
+            results += yield [Training(request)]
         return results
+
+    def run(self, k: int, jobs: list[Training]) -> list[TrainResult]:
+        """Meta-step k's jobs on the run's executor, results in order."""
+        return list(self.start_executor().run(jobs, partial(self._crashed, k)))
 
     def _crashed(self, k: int, crash: BaseException) -> None:
         """Count a crash; BuildsExhausted once env.max_restarts is spent."""

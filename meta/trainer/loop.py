@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
 from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.registry import learner_class
-from meta.algorithm.request import OptimizerState, SelfPlayState
+from meta.algorithm.request import OptimizerState, SelfPlayState, TrainResult
 from meta.algorithm.training import is_game
 from meta.observe.progress import Progress
 from meta.observe.reporter import (
@@ -41,7 +42,8 @@ from meta.run.records import (
     table_columns,
     update_rows,
 )
-from meta.trainer.dispatch import InnerTrainings
+from meta.runtime.jobs import Training
+from meta.trainer.dispatch import InnerTrainings, drive
 from meta.trainer.preflight import TrainingPlan
 
 OPTIMIZER = "optimizer"
@@ -50,6 +52,8 @@ SELF_PLAY = "self_play"
 """Checkpoint key of the run's self-play state: its ELO (and, for joint and single, the ghost)."""
 ELO = "elo"
 """ML-Agents' status key (StatusType.ELO) of the behavior's rating."""
+Rows = list[dict[str, Any]]
+"""A meta-step's meta_steps.csv rows."""
 
 
 class MetaTrainer:
@@ -62,8 +66,11 @@ class MetaTrainer:
         config_dict: dict[str, Any],
         console: Console | None = None,
         on_open: Callable[[], object] | None = None,
+        label: str | None = None,
     ) -> None:
+        """`label` names the run in its console lines, for a run trained among others."""
         self.plan, self.cfg, self.console = plan, plan.cfg, console
+        self.label = label
         self._closed = False
         self.completed = False
         """Whether the final weights and status are written: the run is complete."""
@@ -104,6 +111,7 @@ class MetaTrainer:
             resume_meta_step=self.meta_step - 1 if resumed else None,
             resume_env_steps=self.env_steps if resumed else None,
             console_every=logger.summary_freq,
+            console_label=self.label,
             extra_columns=extra,
             inner_columns=inner,
             wandb_project=logger.wandb_project,
@@ -165,8 +173,16 @@ class MetaTrainer:
         self.finish()
         return self.run_dir
 
-    def meta_step_once(self, k: int) -> list[dict[str, Any]]:
-        """One meta-step: tasks, inner trainings, outer update, then commit it whole."""
+    def meta_step_once(self, k: int) -> Rows:
+        """One meta-step, its inner trainings on the run's executor; its meta_steps.csv rows."""
+        return drive(self.meta_step_jobs(k), partial(self.inner.run, k))
+
+    def meta_step_jobs(self, k: int) -> Generator[list[Training], list[TrainResult], Rows]:
+        """One meta-step: tasks, inner trainings, outer update, then commit it whole.
+
+        It yields the inner trainings as lists of jobs to run and is sent their results
+        (meta.trainer.dispatch); it returns the meta-step's rows once committed.
+        """
         cfg, started = self.cfg, time.perf_counter()
         with self.timers.scope("sample_tasks"):
             rng = reptile.task_rng(cfg.seed, k)
@@ -175,7 +191,7 @@ class MetaTrainer:
         hyper = reptile.inner_hyper(cfg.ppo, cfg.meta, k)
         outer_lr = reptile.outer_step_size(cfg.meta, k)
         faults.at("inner_training", k)
-        results = self.inner.train(
+        results = yield from self.inner.trainings(
             k, self.theta, tasks, hyper, self.optimizer_state, self.self_play_state
         )
         with self.timers.scope("interpolate"):
@@ -210,7 +226,7 @@ class MetaTrainer:
         new_theta: dict[str, torch.Tensor],
         optimizer_state: OptimizerState | None = None,
         self_play_state: SelfPlayState | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> Rows:
         """Commit a finished meta-step whole (its checkpoint holds its rows), then the writers."""
         table = rows(step, self.theta, self.env_steps)
         summaries = elo_points(step, self.env_steps)

@@ -41,6 +41,11 @@ class TrainingPlan:
 def plan_training(cfg: Config, run_id: str) -> TrainingPlan:
     """Validate the whole configuration and the run directory rules; write or start nothing."""
     cfg.validate()
+    if cfg.seeds is not None:
+        raise ValueError(
+            "seeds=[...] names a group of runs, which meta-train trains; plan each one alone "
+            "(seed=<s>, seeds=null)"
+        )
     check_name(run_id)
     sampler = reptile.TaskSampler(cfg.meta.tasks, cfg.meta.split)
     parameters = parse_environment_parameters(cfg.environment_parameters, [BEHAVIOR_NAME])

@@ -1,9 +1,10 @@
-"""One meta-train process on one run: the lock, the trainer, and how it stops, in one line.
+"""One meta-train process on one run (or a group of seeds): locks, trainers, and how it stops.
 
 Every way a run can stop early (Ctrl-C, SIGTERM, a full disk, a corrupt checkpoint, builds that
 keep crashing, a second process) becomes a `Stopped` with a one-line message and an exit code;
 the message says what the run directory holds and, when something is resumable, the command
-that resumes it, exactly as it must be typed.
+that resumes it, exactly as it must be typed. A group of seeds (`run_group`) goes through the
+same regime, every run locked, its line naming every run directory and the group's command.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import signal
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from meta.runtime.cluster import Cluster, join_or_start_ray
 from meta.trainer.dispatch import BuildsExhausted
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import TrainingPlan
+from meta.trainer.seeds import SeedGroup, listed, stopped_line
 
 INTERRUPTED, TERMINATED, FAILED, INPUT = 130, 143, 1, 2
 
@@ -41,6 +44,16 @@ class Stopped(Exception):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
+
+
+@dataclass(frozen=True)
+class Start:
+    """A planned run and what it opens with: its configuration in force and accepted changes."""
+
+    plan: TrainingPlan
+    config_yaml: str
+    resolved: dict[str, Any]
+    changes: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
 
 
 def resume_command(run_id: str, results_dir: str) -> str:
@@ -63,37 +76,53 @@ def run(
     saying so (`meta.run.interrupt`); called as a library (`program=None`) the caller's
     handlers are back when it returns.
     """
+    start = Start(plan, config_yaml, resolved, changes or {})
     with _signals_restored(program is None):
-        return _run(plan, config_yaml, resolved, console, changes, program)
+        return _run([start], console, program, None)[0]
+
+
+def run_group(
+    starts: Sequence[Start],
+    words: Sequence[str],
+    console: Console | None = None,
+    program: str | None = "meta-train",
+) -> list[Path]:
+    """Runs of one setting, one per seed, trained in lockstep (meta.trainer.seeds) as `run`
+    trains one: every run locked, and every early stop one line naming the group's command,
+    `words` (its program and overrides, without resume and force)."""
+    with _signals_restored(program is None):
+        return _run(starts, console, program, words)
 
 
 def _run(
-    plan: TrainingPlan,
-    config_yaml: str,
-    resolved: dict[str, Any],
+    starts: Sequence[Start],
     console: Console | None,
-    changes: Mapping[str, tuple[Any, Any]] | None,
     program: str | None,
-) -> Path:
-    cluster = _join_or_start_ray(plan)
-    lock = RunLock(plan.cfg.results_dir, plan.run_id)
+    group: Sequence[str] | None,
+) -> list[Path]:
+    plans = [start.plan for start in starts]
+    cluster = _join_or_start_ray(plans[0])
+    locks = [RunLock(plan.cfg.results_dir, plan.run_id) for plan in plans]
     trainers: list[MetaTrainer] = []
     raise_on_signals()
     try:
-        run_dir = _locked_run(plan, lock, trainers, config_yaml, resolved, console, changes)
+        run_dirs = _locked_run(starts, locks, trainers, console, group)
     except BaseException as error:
-        _release(plan, lock, trainers, cluster)  # a signal while releasing changes nothing
+        _release(plans, locks, trainers, cluster)  # a signal while releasing changes nothing
         if isinstance(error, Stopped) and program is not None:
             exit_at_once(program, str(error))
         raise
-    received = _release(plan, lock, trainers, cluster)
-    done = f"interrupted after the run completed; {run_dir} is complete"
+    received = _release(plans, locks, trainers, cluster)
+    if group is None:
+        done = f"interrupted after the run completed; {run_dirs[0]} is complete"
+    else:
+        done = f"interrupted after the runs completed; {listed(run_dirs)} are complete"
     if program is not None:
         exit_at_once(program, done)
     faults.at("after_release", trainers[0].meta_step)
     if received:
         raise Stopped(done, exit_code(received[0]))
-    return run_dir
+    return run_dirs
 
 
 @contextlib.contextmanager
@@ -108,37 +137,65 @@ def _signals_restored(restore: bool) -> Iterator[None]:
 
 
 def _locked_run(
-    plan: TrainingPlan,
-    lock: RunLock,
+    starts: Sequence[Start],
+    locks: list[RunLock],
     trainers: list[MetaTrainer],
-    config_yaml: str,
-    resolved: dict[str, Any],
     console: Console | None,
-    changes: Mapping[str, tuple[Any, Any]] | None,
-) -> Path:
-    """Take the lock and train; every early stop becomes a Stopped."""
+    group: Sequence[str] | None,
+) -> list[Path]:
+    """Take the locks and train; every early stop becomes a Stopped."""
     opened: list[bool] = []
     try:
-        lock.acquire()
-        trainers.append(
-            MetaTrainer(plan, config_yaml, resolved, console, on_open=lambda: opened.append(True))
-        )
-        record_changes(trainers[0].run_dir, trainers[0].meta_step, changes or {})
-        return trainers[0].run()
+        for lock in locks:
+            lock.acquire()
+        for start in starts:
+            label = None if group is None else f"seed {start.plan.cfg.seed}"
+            trainer = MetaTrainer(
+                start.plan,
+                start.config_yaml,
+                start.resolved,
+                console,
+                on_open=lambda: opened.append(True),
+                label=label,
+            )
+            trainers.append(trainer)
+            record_changes(trainer.run_dir, trainer.meta_step, start.changes)
+        if group is None:
+            return [trainers[0].run()]
+        return SeedGroup(trainers, console).run()
     except RunLocked as error:
         raise Stopped(str(error), FAILED) from error
     except (KeyboardInterrupt, Terminated) as error:
         code = TERMINATED if isinstance(error, Terminated) else INTERRUPTED
-        message = _stopped("interrupted", plan, _first(trainers), lock.held, bool(opened))
+        if group is None:
+            message = _stopped(
+                "interrupted", starts[0].plan, _first(trainers), locks[0].held, bool(opened)
+            )
+        else:
+            message = _group_stopped("interrupted", starts, trainers, len(opened), group)
         raise Stopped(message, code) from error
     except OSError as error:
         if error.errno == errno.ENOSPC:
             reason = f"no space left on device writing {error.filename}"
         else:
             reason = f"{error.strerror or error} ({error.filename})"
-        raise Stopped(_stopped(reason, plan, _first(trainers)), FAILED) from error
+        raise Stopped(_failed(reason, starts, trainers, len(opened), group), FAILED) from error
     except (BuildsExhausted, BuildError, CheckpointError, StatusError, ValueError) as error:
-        raise Stopped(_stopped(first_line(error), plan, _first(trainers)), FAILED) from error
+        reason = first_line(error)
+        raise Stopped(_failed(reason, starts, trainers, len(opened), group), FAILED) from error
+
+
+def _failed(
+    reason: str,
+    starts: Sequence[Start],
+    trainers: list[MetaTrainer],
+    opened: int,
+    group: Sequence[str] | None,
+) -> str:
+    """The line of a stop by an error."""
+    if group is None:
+        return _stopped(reason, starts[0].plan, _first(trainers))
+    return _group_stopped(reason, starts, trainers, opened, group)
 
 
 def _first(trainers: list[MetaTrainer]) -> MetaTrainer | None:
@@ -146,16 +203,21 @@ def _first(trainers: list[MetaTrainer]) -> MetaTrainer | None:
 
 
 def _release(
-    plan: TrainingPlan, lock: RunLock, trainers: list[MetaTrainer], cluster: Cluster | None
+    plans: list[TrainingPlan],
+    locks: list[RunLock],
+    trainers: list[MetaTrainer],
+    cluster: Cluster | None,
 ) -> list[int]:
-    """Close the trainer, the plan's builds, Ray and the lock; the signals held meanwhile."""
+    """Close the trainers, the plans' builds, Ray and the locks; the signals held meanwhile."""
     with held_signals() as received:
-        if trainers:
-            _close_quietly(trainers[0])
-        plan.close()
+        for trainer in trainers:
+            _close_quietly(trainer)
+        for plan in plans:
+            plan.close()
         if cluster is not None:
             cluster.close()
-        lock.release()
+        for lock in reversed(locks):
+            lock.release()
     return received
 
 
@@ -205,3 +267,16 @@ def _close_quietly(trainer: MetaTrainer) -> None:
     """Close writers and builds; a second failure while closing must not hide the first."""
     with contextlib.suppress(OSError, KeyboardInterrupt, Terminated):
         trainer.close()
+
+
+def _group_stopped(
+    reason: str,
+    starts: Sequence[Start],
+    trainers: list[MetaTrainer],
+    opened: int,
+    group: Sequence[str],
+) -> str:
+    """The line of a group's early stop (meta.trainer.seeds.stopped_line)."""
+    runs = [Path(s.plan.cfg.results_dir) / s.plan.run_id for s in starts]
+    resumed = [s.plan.cfg.resume for s in starts]
+    return stopped_line(reason, runs, trainers, resumed, opened, group)

@@ -16,7 +16,7 @@ from meta.algorithm.stacked.train import stackable, train_stacked
 from meta.algorithm.training import train
 from meta.config import EnvConfig
 from meta.observe.tags import SUCCESS
-from meta.runtime.batched import stacks
+from meta.runtime.batched import MAX_STACK, stacks
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Call, Training
 
@@ -99,3 +99,23 @@ def test_only_requests_of_one_setting_stack_together() -> None:
     jobs = [Training(a), Training(other), Training(b), Call(abs, -1), Training(chained)]
     assert stacks([*jobs, Training(replace(other, seed=9))]) == [[0, 2], [1, 5]]
     assert stacks(jobs) == [[0, 2]]  # a stack of one is no stack
+
+
+def test_a_member_trains_bitwise_the_same_whichever_others_share_its_stack() -> None:
+    pool, (a, b, c) = _requests(replace(PPO, max_grad_norm=0.05))  # a clip acting every step
+    d = replace(c, tasks=(Task("CarryObject", {"motor_rotation": 30.0}),), seed=7)
+
+    def trained(requests: list[TrainRequest]) -> list:  # type: ignore[type-arg]
+        envs = [pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
+        return train_stacked(requests, envs)
+
+    pair, four = trained([a, b]), trained([c, b, d, a])
+    for alone, among in ((pair[0], four[3]), (pair[1], four[1])):
+        assert all(torch.equal(alone.weights[k], among.weights[k]) for k in alone.weights)
+
+
+def test_more_than_a_full_stack_splits_evenly_leaving_none_alone() -> None:
+    _, (request, *_) = _requests()
+    jobs = [Training(replace(request, seed=i)) for i in range(MAX_STACK + 1)]
+    assert [len(s) for s in stacks(jobs)] == [33, 32]
+    assert sorted(i for s in stacks(jobs) for i in s) == list(range(MAX_STACK + 1))

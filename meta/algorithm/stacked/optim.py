@@ -16,7 +16,11 @@ def clip_grad_norms(params: list[torch.Tensor], max_norm: float) -> torch.Tensor
     """Scale each member's gradients to a global norm of at most `max_norm`; the norms (k,)."""
     grads = [p.grad for p in params if p.grad is not None]
     k = grads[0].shape[0]
-    squares = torch.stack([g.reshape(k, -1).square().sum(1) for g in grads]).sum(0)
+    # summed gradient by gradient, not as one reduction over a (gradients, k) stack: how that
+    # reduction groups its additions depends on k, and a member's norm must not
+    squares = grads[0].reshape(k, -1).square().sum(1)
+    for g in grads[1:]:
+        squares = squares + g.reshape(k, -1).square().sum(1)
     norms = squares.sqrt()
     coef = torch.clamp(max_norm / (norms + 1e-6), max=1.0)
     for g in grads:

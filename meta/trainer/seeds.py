@@ -1,0 +1,145 @@
+"""Runs of one setting, one per seed, trained in lockstep in one process (`seeds=[...]`).
+
+Each run is a MetaTrainer of its own: its directory, lock, status, checkpoints, writers and
+theta. Every round, each unfinished run starts its next meta-step (`meta_step_jobs`), the jobs
+they all yield run as one call of a BatchedExecutor (the stackable ones in one stack), and each
+run is sent its share of the results. A member of a stack trains bitwise the same whichever
+other members share it, as long as it has one (meta.algorithm.stacked.train), so a run of the
+group equals the run of its seed alone with runtime=batched wherever that run stacks too
+(meta.meta_batch_size of 2 or more); a lone training, which alone runs unstacked, gets
+companions here and equals it to rounding. The runs commit a meta-step together: a signal
+waits until every run has committed it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from meta.algorithm.ppo.rollout import Timers
+from meta.algorithm.request import TrainResult
+from meta.observe.progress import Progress
+from meta.run.interrupt import deferred_interrupt
+from meta.run.names import command
+from meta.runtime.batched import BatchedExecutor
+from meta.runtime.jobs import Training
+from meta.trainer.loop import MetaTrainer, Rows
+
+Steps = Generator[list[Training], list[TrainResult], Rows]
+
+
+class SeedGroup:
+    """Trains several runs to their ends in lockstep; each meta-step's jobs run as one."""
+
+    def __init__(self, trainers: Sequence[MetaTrainer], console: Console | None = None) -> None:
+        self.trainers, self.console = list(trainers), console
+
+    def run(self) -> list[Path]:
+        """Train every run until its meta.steps, then write their final weights together."""
+        first = self.trainers[0]
+        total = max(t.cfg.meta.steps for t in self.trainers)
+        done = min(t.meta_step for t in self.trainers)
+        with Progress(total, done, self.console, first.cfg.logger.console) as progress:
+            while going := [t for t in self.trainers if t.meta_step < t.cfg.meta.steps]:
+                progress.finished(self.meta_step_once(going)[0])
+        with deferred_interrupt():
+            for trainer in self.trainers:
+                trainer.finish()
+        return [t.run_dir for t in self.trainers]
+
+    def meta_step_once(self, trainers: list[MetaTrainer]) -> list[Rows]:
+        """The next meta-step of each of `trainers`, their jobs run together; each one's rows."""
+        executor = BatchedExecutor(trainers[0].plan.pool, _EveryTimers(t.timers for t in trainers))
+        with ExitStack() as scopes:
+            for trainer in trainers:
+                scopes.enter_context(trainer.timers.scope("meta_step"))
+            steps: list[Steps] = [t.meta_step_jobs(t.meta_step) for t in trainers]
+            pending = {i: next(s) for i, s in enumerate(steps)}
+            tables: dict[int, Rows] = {}
+            while pending:
+                order = list(pending)
+                results = list(executor.run([job for i in order for job in pending[i]]))
+                with deferred_interrupt():  # every run commits the meta-step before a signal counts
+                    for i in order:
+                        mine, results = results[: len(pending[i])], results[len(pending[i]) :]
+                        try:
+                            pending[i] = steps[i].send(mine)
+                        except StopIteration as committed:
+                            tables[i] = committed.value
+                            del pending[i]
+        return [tables[i] for i in range(len(trainers))]
+
+
+class _EveryTimers:
+    """Timers that time each block on every run's timers (the runs share the work)."""
+
+    def __init__(self, timers: Iterator[Timers] | Sequence[Timers]) -> None:
+        self.timers = list(timers)
+
+    @contextlib.contextmanager
+    def scope(self, name: str) -> Iterator[Any]:
+        """The block timed as `name` on each run's timers."""
+        with ExitStack() as scopes:
+            for timers in self.timers:
+                scopes.enter_context(timers.scope(name))
+            yield
+
+
+def stopped_line(
+    reason: str,
+    runs: Sequence[Path],
+    trainers: Sequence[MetaTrainer],
+    resumed: Sequence[bool],
+    opened: int,
+    words: Sequence[str],
+) -> str:
+    """`<reason>; <what the run directories hold>. <the group's command to go on>`.
+
+    `trainers` are those made so far, `resumed` says which runs continue, `opened` how many
+    runs were opened (written to), `words` the group's command.
+    """
+    if opened == 0:  # no run directory was touched
+        where = "the runs are as they were" if any(r.exists() for r in runs) else ""
+        again = f". Resume with: {command(*words, resume=True)}" if all(resumed) else ""
+        return f"{reason} before the runs started; {where or 'nothing was written'}{again}"
+    states, resumable = [], True
+    for i, run_dir in enumerate(runs):
+        trainer = trainers[i] if i < len(trainers) else None
+        if trainer is not None and trainer.completed:
+            states.append(("is complete", "are complete"))
+        elif trainer is not None and trainer.committed > 0:
+            held = f"meta-steps 0..{trainer.committed - 1}"
+            states.append((f"holds {held}", f"hold {held}"))
+        elif resumed[i] and i < opened:
+            states.append(("keeps its meta-steps", "keep their meta-steps"))
+        elif resumed[i]:
+            states.append(("is as it was", "are as they were"))
+        else:
+            resumable = False
+            exists = run_dir.exists()
+            states.append(
+                ("holds no meta-step", "hold no meta-step")
+                if exists
+                else ("was not begun", "were not begun")
+            )
+    parts = []
+    for state in dict.fromkeys(states):
+        mine = [r for r, s in zip(runs, states, strict=True) if s == state]
+        parts.append(f"{listed(mine)} {state[0] if len(mine) == 1 else state[1]}")
+    held = "; ".join(parts)
+    if all(s == ("is complete", "are complete") for s in states):
+        return f"{reason} after the runs completed; {held}"
+    if resumable:
+        return f"{reason}; {held}. Resume with: {command(*words, resume=True)}"
+    return f"{reason}; {held}: nothing to resume (start over with: {command(*words, force=True)})"
+
+
+def listed(runs: Sequence[Path]) -> str:
+    """`a, b and c`."""
+    names = [str(r) for r in runs]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
