@@ -175,6 +175,9 @@ class RuntimeConfig:
     """ray: torch intra-op threads in each actor."""
     num_cpus: int | None = None
     """ray, local cluster only: CPUs it offers (null: all of this machine's)."""
+    stack: bool = False
+    """ray: each actor trains its share of a meta-step's stackable trainings as one stack (as
+    runtime=batched does in one process)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
@@ -182,6 +185,11 @@ class RuntimeConfig:
             raise ValueError(f"runtime.backend: unknown {self.backend!r} (use one of {RUNTIMES})")
         if self.num_actors < 1:
             raise ValueError(f"runtime.num_actors must be >= 1, got {self.num_actors}")
+        if self.stack and self.backend != "ray":
+            raise ValueError(
+                f"runtime.stack=true is for runtime=ray (each actor stacks its share), not "
+                f"runtime={self.backend}: runtime=batched stacks in this process"
+            )
         positive("runtime.cpus_per_actor", self.cpus_per_actor)
         positive("runtime.torch_threads", self.torch_threads)
         if self.num_cpus is not None:
@@ -319,6 +327,11 @@ class Config:
             )
         if self.seeds is not None:
             check_seeds(self.seeds, self.runtime.backend)
+        if self.runtime.stack and self.env.backend != "native":
+            raise ValueError(
+                "runtime.stack=true stacks native tasks only: env.backend=unity builds serve one "
+                "training per worker (drop runtime.stack)"
+            )
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
         if self.optimized_metric:

@@ -102,6 +102,11 @@ def plan_eval(cli: Config, run_id: str) -> EvalPlan:
             "eval.batched=true stacks native tasks only: the run trained on env.backend="
             f"{run.env.backend} builds (drop eval.batched)"
         )
+    if cli.runtime.stack and run.env.backend != "native":
+        raise ValueError(
+            "runtime.stack=true stacks native tasks only: the run trained on env.backend="
+            f"{run.env.backend} builds (drop runtime.stack)"
+        )
     setting = Setting(run, cli.eval, cli.seed, cli.torch_device)
     labels = [setting.label(a) for a in cli.eval.adaptation]
     if len(set(labels)) != len(labels):

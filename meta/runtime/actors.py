@@ -7,6 +7,8 @@ may outlive it for a while. A start shared by several trainings (θ) goes to the
 once; jobs go to whichever actor is free, and results come back in the jobs' order, so the
 outer update and meta-eval's tables see exactly what the local executor gives them. Actors
 start with the first jobs, so a driver may use the cluster before (meta-eval's baselines).
+With runtime.stack, the jobs that stack (meta.runtime.batched.stacks) are cut into one share
+per actor, and each share of two or more goes to an actor as one job that trains it as one stack.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from ray.exceptions import ActorUnavailableError, ObjectLostError, RayActorError
 
 from meta.algorithm.ppo.rollout import NullTimers
 from meta.algorithm.ppo.weights import Weights
+from meta.algorithm.request import TrainResult
 from meta.config import EnvConfig, RuntimeConfig
+from meta.runtime.batched import Stacked, shares, stacks
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash, give_up
 from meta.runtime.jobs import Job, Training
@@ -39,6 +43,10 @@ Arrays = dict[str, np.ndarray]
 """A state_dict as numpy arrays: Ray moves these without copies, torch tensors cost ~40 µs each."""
 LOST = (RayActorError, ActorUnavailableError, ObjectLostError)
 """What ray.get raises when an actor's process, or its node, is gone."""
+Shipped = list[tuple[Any, Arrays | None]]
+"""A job's results as an actor returns them: each with a training's weights as arrays."""
+Unit = tuple[list[int], Job[Any]]
+"""A job an actor runs and the positions of the results it gives: one, or a Stacked share's."""
 
 
 class Worker:
@@ -49,13 +57,14 @@ class Worker:
         self.pool = EnvPool(env, slot)
         self.pool.log_folder = log_folder
 
-    def run(self, start: Arrays | None, job: Job[Any]) -> tuple[Any, Arrays | None]:
-        """One job; a training from `start` (Ray resolves it from the object store), φ as arrays."""
+    def run(self, start: Arrays | None, job: Job[Any]) -> Shipped:
+        """One job (a training from `start`, which Ray resolves from the object store, or a
+        Stacked share); its results, a training's φ as arrays."""
         if isinstance(job, Training):
             assert start is not None
-            result = job.starting_from(to_torch(start))(self.pool, NullTimers())
-            return replace(result, weights={}), to_numpy(result.weights)
-        return job(self.pool, NullTimers()), None
+            job = job.starting_from(to_torch(start))
+        result = job(self.pool, NullTimers())
+        return [shipped(r) for r in result] if isinstance(job, Stacked) else [shipped(result)]
 
     def pid(self) -> int:
         """This actor's process id (for the fault tests and the benchmark)."""
@@ -71,6 +80,18 @@ class Worker:
 
 
 RemoteWorker: Any = ray.remote(max_restarts=0)(Worker)
+
+
+def shipped(result: Any) -> tuple[Any, Arrays | None]:
+    """A training's result without its weights, and the weights as arrays; other results as is."""
+    if isinstance(result, TrainResult):
+        return replace(result, weights={}), to_numpy(result.weights)
+    return result, None
+
+
+def received(result: Any, weights: Arrays | None) -> Any:
+    """The result as the job gave it (the inverse of `shipped`)."""
+    return result if weights is None else replace(result, weights=to_torch(weights))
 
 
 def to_numpy(weights: Weights) -> Arrays:
@@ -109,34 +130,32 @@ class RayExecutor:
         return list(ray.get([actor.pid.remote() for actor in self._started()]))
 
     def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
-        """Every result, in order; jobs go to free actors, a shared start is put once."""
+        """Every result, in order; jobs (or stacked shares) go to free actors, a shared start
+        is put once."""
         crash_types = EnvPool(self.env).crash_types()
-        queue = deque(enumerate(jobs))
+        queue = deque(self._units(jobs))
         idle = deque(range(len(self._started())))
-        running: dict[Any, tuple[int, int, Job[R]]] = {}
+        running: dict[Any, tuple[int, Unit]] = {}
         results: dict[int, R] = {}
         given = 0
         try:
             while queue or running:
                 while queue and idle:
-                    actor, (position, job) = idle.popleft(), queue.popleft()
-                    ref = self._submit(self.actors[actor], job)
-                    running[ref] = (actor, position, job)
+                    actor, unit = idle.popleft(), queue.popleft()
+                    running[self._submit(self.actors[actor], unit[1])] = (actor, unit)
                 (done,), _ = ray.wait(list(running), num_returns=1)
-                actor, position, job = running.pop(done)
+                actor, unit = running.pop(done)
                 try:
-                    result, weights = ray.get(done)
-                    if weights is not None:
-                        result = replace(result, weights=to_torch(weights))
-                    results[position] = result
+                    got = [received(*pair) for pair in ray.get(done)]
+                    results.update(zip(unit[0], got, strict=True))
                 except LOST as lost:
                     on_crash(lost)
                     self._replace(actor)
-                    queue.appendleft((position, job))
+                    queue.appendleft(unit)
                 except crash_types as crash:
                     on_crash(getattr(crash, "cause", None) or crash)  # the build's own error
                     self._restart(actor)
-                    queue.appendleft((position, job))
+                    queue.appendleft(unit)
                 except RayTaskError as error:
                     raise (error.cause or error) from None  # the job's error, as in-process
                 idle.append(actor)
@@ -146,6 +165,23 @@ class RayExecutor:
         finally:
             for ref in running:
                 ray.cancel(ref)
+
+    def _units(self, jobs: Sequence[Job[Any]]) -> list[Unit]:
+        """Each job alone; with runtime.stack, each actor's share of a stack as one Stacked job."""
+        together = (
+            [s for group in stacks(jobs) for s in shares(group, self.cfg.num_actors) if len(s) > 1]
+            if self.cfg.stack
+            else []
+        )
+        first = {share[0]: share for share in together}
+        inside = {i for share in together for i in share}
+        units: list[Unit] = []
+        for i, job in enumerate(jobs):
+            if i in first:
+                units.append((first[i], Stacked(tuple(jobs[j] for j in first[i]))))
+            elif i not in inside:
+                units.append(([i], job))
+        return units
 
     def _submit(self, actor: Any, job: Job[Any]) -> Any:
         """The job on `actor`; a training's start goes by reference (put once per start)."""

@@ -5,13 +5,16 @@ meta-eval's adaptations) that can stack (meta.algorithm.stacked.train.stackable)
 their settings train in lockstep (train_stacked), up to MAX_STACK at once; every other job
 runs alone in this process, as LocalExecutor runs it. Results come in the jobs' order. The
 native tasks only: a build's environments are its workers, which a stack would have to share.
+`Stacked` is such a run as one job, for a Ray actor to train its share (runtime.stack).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import TypeVar
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any, TypeVar
 
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.request import TrainRequest
@@ -51,6 +54,24 @@ class BatchedExecutor:
 
     def close(self) -> None:
         """The pool belongs to whoever made it."""
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """Jobs that stack together, as one job: their results, in order, trained as one stack."""
+
+    jobs: tuple[Job[Any], ...]
+
+    def __call__(self, pool: EnvPool, timers: Timers) -> list[Any]:
+        """Every job's result, in order."""
+        return list(BatchedExecutor(pool, timers).run(self.jobs))
+
+
+def shares(group: Sequence[int], parts: int) -> list[list[int]]:
+    """`group` cut into `parts` contiguous shares whose sizes differ by one at most (none empty)."""
+    size, extra = divmod(len(group), parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [list(group[a:b]) for a, b in pairwise(bounds) if b > a]
 
 
 def stacks(jobs: Sequence[Job[R]]) -> list[list[int]]:
