@@ -10,7 +10,6 @@ native tasks only: a build's environments are its workers, which a stack would h
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -98,7 +97,4 @@ def stacks(jobs: Sequence[Job[R]]) -> list[list[int]]:
 
 def _split(members: list[int]) -> list[list[int]]:
     """`members` in the fewest stacks of at most MAX_STACK, their sizes differing by 1 at most."""
-    parts = -(-len(members) // MAX_STACK)
-    size, extra = divmod(len(members), parts)
-    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
-    return [members[a:b] for a, b in itertools.pairwise(bounds)]
+    return shares(members, -(-len(members) // MAX_STACK))

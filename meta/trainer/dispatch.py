@@ -5,7 +5,7 @@ or on Ray actors (`runtime=ray`). Independent requests may run side by side; a c
 state carried from training to training) runs one after the other, each request continuing
 what the previous one left. `InnerTrainings.trainings` says which jobs a meta-step needs and
 takes their results, so that whoever runs them may run other runs' jobs beside them
-(meta.trainer.seeds); `train` runs them on the run's own executor.
+(meta.trainer.seeds); `run` runs them on the run's own executor.
 """
 
 from __future__ import annotations
@@ -68,20 +68,6 @@ class InnerTrainings:
                 if self.learner.chained:
                     log.info("the inner trainings chain Adam's state: one after the other")
         return self._executor
-
-    def train(
-        self,
-        k: int,
-        theta: dict[str, torch.Tensor],
-        tasks: list[Task],
-        hyper: Hyper,
-        optimizer_state: OptimizerState | None = None,
-        self_play_state: SelfPlayState | None = None,
-    ) -> list[TrainResult]:
-        """The meta-step's trainings; a crashed build or lost actor is replaced, its request
-        retried. A chain starts from `optimizer_state`; games from the run's `self_play_state`."""
-        trainings = self.trainings(k, theta, tasks, hyper, optimizer_state, self_play_state)
-        return drive(trainings, partial(self.run, k))
 
     def trainings(
         self,
