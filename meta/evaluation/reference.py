@@ -3,13 +3,16 @@
 The ghost trainer on Sumo's default task with the learning test's budget (64 areas, 500,000
 learning-team agent-steps, buffers of 4,096, batches of 512, learning rate 1e-3, 64 hidden
 units, ML-Agents' self_play defaults), seed 0, on CPU with one thread. The file holds its
-network settings beside its weights, so it plays against a run whatever the run's network.
-The learning test (tests/selfplay/test_selfplay_trainer.py) runs this same training.
+network settings beside its weights, so it plays against a run whatever the run's network, and
+the machine that made it (`made_on`): PyTorch promises bitwise results only on the same
+release and CPU kernels, so the learning test (tests/selfplay/test_selfplay_trainer.py), which
+runs this same training, compares weights bit for bit only where `made_on` matches.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import platform
 from pathlib import Path
 
 import torch
@@ -20,8 +23,8 @@ from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.training import train as train_request
+from meta.evaluation.games import REFERENCE as OUT
 
-OUT = Path(__file__).resolve().parent / "references" / "Sumo.pt"
 NETWORK = NetworkConfig(hidden_units=64)
 
 
@@ -36,6 +39,18 @@ def budget() -> PPOConfig:
     )
 
 
+def machine() -> dict[str, str]:
+    """What decides bitwise results on CPU: torch's release, the CPU's vendor, its kernels."""
+    vendor = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        lines = cpuinfo.read_text().splitlines()
+        vendors = [line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")]
+        vendor = vendors[0] if vendors else vendor
+    capability = torch.backends.cpu.get_cpu_capability()
+    return {"torch": torch.__version__, "cpu": vendor, "capability": capability}
+
+
 def train(seed: int = 0) -> tuple[TrainResult, dict[str, torch.Tensor]]:
     """The training from scratch and its start (environment, start and training seeds shifted)."""
     torch.set_num_threads(1)
@@ -48,7 +63,8 @@ def train(seed: int = 0) -> tuple[TrainResult, dict[str, torch.Tensor]]:
 def main() -> None:
     """Train the reference and write it."""
     result, _ = train()
-    torch.save({"network": dataclasses.asdict(NETWORK), "weights": result.weights}, OUT)
+    made = {"network": dataclasses.asdict(NETWORK), "weights": result.weights, "made_on": machine()}
+    torch.save(made, OUT)
     assert result.self_play_state is not None
     elo, steps = result.self_play_state["elo"], result.stats["steps"]
     print(f"{OUT.name}: ELO {elo:.1f} after {steps:.0f} steps")

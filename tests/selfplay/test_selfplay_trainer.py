@@ -91,8 +91,13 @@ def test_ghost_trainer_learns_to_beat_a_random_opponent_and_gains_elo() -> None:
     assert result.stats["Self-play/ELO"] == elo and result.stats["games"] > 1000
     means = [mean for _, _, mean in result.self_play_state["summaries"]]
     assert len(means) >= 10 and means == sorted(means)
-    committed = torch.load(reference.OUT, weights_only=True)["weights"]  # what it made
-    assert all(torch.equal(committed[k], result.weights[k]) for k in committed)
+    committed = torch.load(reference.OUT, weights_only=True)
+    if committed["made_on"] == reference.machine():  # the same training makes the same weights
+        assert all(torch.equal(w, result.weights[k]) for k, w in committed["weights"].items())
+    else:  # other CPU kernels round differently: the committed player must still win here
+        made = policy_for(env, NetworkConfig(**committed["network"]))
+        made.load_state_dict(committed["weights"])
+        assert play_match(games, made, RANDOM, seed=5).win_rate >= 0.8
 
 
 def test_a_game_without_self_play_settings_is_refused_before_training() -> None:
