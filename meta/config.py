@@ -12,10 +12,10 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, check_normalizer
 from meta.algorithm.registry import entry
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.metric import check_objective
+from meta.runtime.config import RuntimeConfig, check_seeds, refuse_builds
 
 INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
-RUNTIMES = ("local", "ray", "batched")
 
 
 @dataclass
@@ -159,81 +159,6 @@ class EnvConfig:
 
 
 @dataclass
-class RuntimeConfig:
-    """Where a meta-step's inner trainings and meta-eval's adaptation jobs run."""
-
-    backend: str = "local"
-    """`local` (this process, one job after the other), `ray` (Ray actors, side by side) or
-    `batched` (this process, a meta-step's trainings stacked into one network, in lockstep)."""
-    address: str | None = None
-    """ray: null starts a local Ray cluster; `auto` joins the running one; or `host:port`."""
-    num_actors: int = 2
-    """ray: actors, each owning its environments (builds stay alive across meta-steps)."""
-    cpus_per_actor: float = 1.0
-    """ray: CPUs Ray reserves for each actor."""
-    torch_threads: int = 1
-    """ray: torch intra-op threads in each actor."""
-    num_cpus: int | None = None
-    """ray, local cluster only: CPUs it offers (null: all of this machine's)."""
-    stack: bool = False
-    """ray: each actor trains its share of a meta-step's stackable trainings as one stack (as
-    runtime=batched does in one process)."""
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first invalid field."""
-        if self.backend not in RUNTIMES:
-            raise ValueError(f"runtime.backend: unknown {self.backend!r} (use one of {RUNTIMES})")
-        if self.num_actors < 1:
-            raise ValueError(f"runtime.num_actors must be >= 1, got {self.num_actors}")
-        if self.stack and self.backend != "ray":
-            raise ValueError(
-                f"runtime.stack=true is for runtime=ray (each actor stacks its share), not "
-                f"runtime={self.backend}: runtime=batched stacks in this process"
-            )
-        positive("runtime.cpus_per_actor", self.cpus_per_actor)
-        positive("runtime.torch_threads", self.torch_threads)
-        if self.num_cpus is not None:
-            positive("runtime.num_cpus", self.num_cpus)
-            if self.backend == "ray" and self.address is None:
-                # the local cluster will offer num_cpus: say so before starting it
-                self.check_room(self.num_cpus, " (runtime.num_cpus)")
-        if self.address is not None and self.address != "auto" and not _host_port(self.address):
-            raise ValueError(
-                f"runtime.address: {self.address!r} is not `auto` or host:port (e.g. 10.0.0.1:6379)"
-            )
-
-    def check_room(self, cpus: float, source: str = "") -> None:
-        """ValueError when `cpus` cannot hold num_actors x cpus_per_actor (`source`: whose)."""
-        need = self.num_actors * self.cpus_per_actor
-        if need > cpus:
-            raise ValueError(
-                f"runtime.num_actors={self.num_actors} x runtime.cpus_per_actor="
-                f"{self.cpus_per_actor} needs {need:g} CPUs; the Ray cluster has {cpus:g}{source}"
-            )
-
-
-def check_seeds(seeds: list[int], runtime: str) -> None:
-    """ValueError unless `seeds` names distinct seeds and their runs can stack (runtime=batched)."""
-    given = "seeds=[" + ",".join(str(s) for s in seeds) + "]"
-    if not seeds:
-        raise ValueError("seeds=[] names no seed: give them (seeds=[0,1,2]) or leave seeds out")
-    twice = sorted({s for s in seeds if seeds.count(s) > 1})
-    if twice:
-        raise ValueError(f"{given} names seed {twice[0]} more than once")
-    if runtime != "batched":
-        raise ValueError(
-            f"{given} trains the seeds' runs stacked in one process, which runtime={runtime} "
-            "does not do: add runtime=batched"
-        )
-
-
-def _host_port(address: str) -> bool:
-    """Whether `address` reads as host:port (a ray:// client address included)."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    return bool(host) and port.isdigit()
-
-
-@dataclass
 class CheckpointConfig:
     """Kept checkpoints."""
 
@@ -320,18 +245,12 @@ class Config:
                 "and cannot train a game of teams (use meta=reptile)"
             )
         check_normalizer(self.network, self.ppo)
-        if self.runtime.backend == "batched" and self.env.backend != "native":
-            raise ValueError(
-                "runtime=batched stacks native tasks only: env.backend=unity builds serve one "
-                "training per worker (use runtime=local or runtime=ray)"
-            )
+        if self.runtime.backend == "batched":
+            refuse_builds("runtime=batched", self.env.backend, "use runtime=local or runtime=ray")
         if self.seeds is not None:
             check_seeds(self.seeds, self.runtime.backend)
-        if self.runtime.stack and self.env.backend != "native":
-            raise ValueError(
-                "runtime.stack=true stacks native tasks only: env.backend=unity builds serve one "
-                "training per worker (drop runtime.stack)"
-            )
+        if self.runtime.stack:
+            refuse_builds("runtime.stack=true", self.env.backend, "drop runtime.stack")
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
         if self.optimized_metric:

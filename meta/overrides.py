@@ -16,8 +16,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from meta.config import Config, check_seeds
+from meta.config import Config
 from meta.run.names import check_name, derived_run_id, override_key, seed_overrides
+from meta.runtime.config import check_seeds
 
 if TYPE_CHECKING:
     from meta.trainer.session import Start

@@ -18,7 +18,7 @@ import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.train import PPORun, policy_for, train
 from meta.algorithm.schedules import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
-from meta.evaluation.adapt import Act, run_episodes
+from meta.evaluation.episodes import Act, run_episodes
 
 if TYPE_CHECKING:
     from stable_baselines3 import PPO

@@ -15,22 +15,16 @@ improvement.csv (rliable's probability of improvement over each baseline), adapt
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, fields, replace
-from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from meta.algorithm.ppo.weights import Weights
 from meta.evaluation.adapt import AdaptJob, adaptations
 from meta.evaluation.config import EvalConfig, Procedure
-from meta.evaluation.improvement import BASELINES, improvements
+from meta.evaluation.outputs import write_outputs
 from meta.evaluation.plan import EVAL_DIR, EvalPlan, plan_eval
-from meta.evaluation.plot import plot
 from meta.evaluation.progress import (
     ADAPTATION,
     CHOICE,
@@ -43,8 +37,7 @@ from meta.evaluation.progress import (
 )
 from meta.evaluation.runs import JOINT_RUN, JointBaseline, joint_weights
 from meta.evaluation.selection import SelectionRow, chosen, select
-from meta.evaluation.statistics import Cell, Measurement, steps_to_target, summarise
-from meta.run.atomic import atomic_write_text
+from meta.evaluation.statistics import Cell, Measurement
 from meta.runtime.batched import BatchedExecutor
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import Executor, LocalExecutor, make_executor
@@ -185,7 +178,7 @@ def evaluate(
                 executor.close()
             if p.cluster is not None:
                 p.cluster.close()
-        return _write(p, measurements, tried, selection, bar)
+        return write_outputs(p, measurements, tried, selection, bar)
 
 
 def _adapt(
@@ -257,71 +250,3 @@ def _proposed(new: dict[tuple[str, str, str], Procedure]) -> Callable[..., list[
 
 def _key(m: Measurement) -> tuple[str, str]:
     return m.pretraining, m.adaptation
-
-
-def _write(
-    p: EvalPlan,
-    measurements: list[Measurement],
-    tried: list[Measurement],
-    selection: list[SelectionRow],
-    bar: EvalProgress,
-) -> list[Cell]:
-    """Every output file; returns the pooled cells."""
-    ev = p.setting.eval
-    order = {split: i for i, split in enumerate(ev.splits)}
-    measurements.sort(key=lambda m: order[m.split])
-    options = {"seed": p.setting.seed, "samples": ev.bootstrap_samples}
-    stats = {**options, "confidence": ev.confidence}
-    bar.begin(STATISTICS, len(STATISTICS_STEPS))
-    cells = summarise(measurements, **stats, target=ev.success_target)
-    bar.advance(STATISTICS)
-    per_seed = [
-        cell
-        for run in p.runs
-        for cell in summarise(
-            [m for m in measurements if m.meta_seed == run.seed], **stats, target=ev.success_target
-        )
-    ]
-    bar.advance(STATISTICS)
-    picked = chosen(selection)
-    steps = [
-        replace(
-            s,
-            adaptation=picked[s.family, s.method][1],
-            pretraining=picked[s.family, s.method][0],
-            selected_on=ev.selection_split,
-        )
-        for s in steps_to_target(measurements, ev.success_target, **stats)
-    ]
-    bar.advance(STATISTICS)
-    write_csv(p.out_dir / "selection.csv", selection)
-    write_csv(p.out_dir / "selection_adaptation.csv", tried)
-    write_csv(p.out_dir / "adaptation.csv", measurements)
-    write_csv(p.out_dir / "summary.csv", cells)
-    write_csv(p.out_dir / "summary_per_seed.csv", per_seed)
-    write_csv(p.out_dir / "steps_to_80.csv", steps)
-    learned = {m.method for m in measurements} - set(BASELINES)
-    improvement = improvements(measurements, sorted(learned), **stats)
-    if improvement:  # a run that is itself the joint baseline has no meta-learned start
-        write_csv(p.out_dir / "improvement.csv", improvement)
-    bar.advance(STATISTICS)
-    plot(cells, p.out_dir / "adaptation.png", ev.confidence, per_seed, ev.success_target)
-    bar.advance(STATISTICS)
-    return cells
-
-
-def write_csv(path: Path, rows: Sequence[Any]) -> None:
-    """Dataclass rows as CSV, atomically (NaN as an empty cell)."""
-    if not rows:
-        raise ValueError(f"nothing to write to {path}")
-    names = [f.name for f in fields(rows[0])]
-    text = io.StringIO()
-    writer = csv.DictWriter(text, names, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: _cell(v) for k, v in asdict(row).items()})
-    atomic_write_text(path, text.getvalue())
-
-
-def _cell(value: Any) -> Any:
-    return "" if isinstance(value, float) and value != value else value

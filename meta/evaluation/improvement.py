@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from meta.evaluation.runs import JOINT_RUN
-from meta.evaluation.statistics import Measurement, area, horizons
+from meta.evaluation.statistics import Measurement, area
+from meta.evaluation.steps import horizons
 
 BASELINES = ("scratch", JOINT_RUN)
 """The starts meta-learned ones are compared with."""

@@ -15,9 +15,11 @@ from pathlib import Path
 
 from meta.config import Config
 from meta.evaluation.adapt import AdaptJob, adaptations
-from meta.evaluation.evaluate import plan_eval, write_csv
+from meta.evaluation.evaluate import plan_eval
 from meta.evaluation.metric import OBJECTIVE_FILE, STEPS, parse_metric, pooled_families
-from meta.evaluation.statistics import Measurement, steps_to_target, summarise
+from meta.evaluation.outputs import write_csv
+from meta.evaluation.statistics import Measurement, summarise
+from meta.evaluation.steps import steps_to_target
 from meta.run.atomic import atomic_write_text
 from meta.runtime.executor import make_executor
 

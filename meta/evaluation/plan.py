@@ -26,6 +26,7 @@ from meta.run.directory import STATUS_FILE, RunError, check_inside, latest_weigh
 from meta.run.names import check_name
 from meta.run.status import TrainingStatus
 from meta.runtime.cluster import Cluster, join_or_start_ray
+from meta.runtime.config import refuse_builds
 
 EVAL_DIR = "eval"
 
@@ -97,16 +98,10 @@ def plan_eval(cli: Config, run_id: str) -> EvalPlan:
     configs = [load_run(cli.results_dir, i) for i in ids]
     check_same(configs)
     run = configs[0][1]
-    if cli.eval.batched and run.env.backend != "native":
-        raise ValueError(
-            "eval.batched=true stacks native tasks only: the run trained on env.backend="
-            f"{run.env.backend} builds (drop eval.batched)"
-        )
-    if cli.runtime.stack and run.env.backend != "native":
-        raise ValueError(
-            "runtime.stack=true stacks native tasks only: the run trained on env.backend="
-            f"{run.env.backend} builds (drop runtime.stack)"
-        )
+    if cli.eval.batched:
+        refuse_builds("eval.batched=true", run.env.backend, "drop eval.batched", trained=True)
+    if cli.runtime.stack:
+        refuse_builds("runtime.stack=true", run.env.backend, "drop runtime.stack", trained=True)
     setting = Setting(run, cli.eval, cli.seed, cli.torch_device)
     labels = [setting.label(a) for a in cli.eval.adaptation]
     if len(set(labels)) != len(labels):

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meta.evaluation.statistics import Measurement, area, iqm, steps_to_target
+from meta.evaluation.statistics import Measurement, area, iqm
+from meta.evaluation.steps import steps_to_target
 
 
 @dataclass(frozen=True)

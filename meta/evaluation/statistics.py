@@ -76,32 +76,6 @@ class Cell:
     """joint: the PPO settings its start was pretrained with."""
 
 
-@dataclass(frozen=True)
-class StepsToTarget:
-    """Env steps a method needs for its success IQM to reach the target, with the interval."""
-
-    family: str
-    split: str
-    method: str
-    steps_to_80: float
-    """Env steps (the first budget whose success IQM reaches the target); NaN: not reached."""
-    ci_low: float
-    ci_high: float
-    """Percentile interval over bootstrap replicates; NaN where a replicate never reaches it."""
-    adaptation: str = ""
-    """The adaptation procedure selected for the method (e.g. `adam lr=0.003 buffer=512`)."""
-    selected_on: str = ""
-    """The split the procedure was selected on (never `test`)."""
-    pretraining: str = ""
-    """joint: the PPO settings of the pretraining selected with it."""
-    auc: float = math.nan
-    """Success AUC: the mean of the success IQM curve over env steps, up to the fewest env steps
-    any method of the family and split was measured for (0 to 1)."""
-    auc_low: float = math.nan
-    auc_high: float = math.nan
-    """Percentile interval of the AUC over the same bootstrap replicates as steps-to-80's."""
-
-
 def iqm(values: np.ndarray | Sequence[float], axis: int = -1) -> np.ndarray:
     """Interquartile mean: the mean after cutting floor(n/4) values at each end (rliable's)."""
     x = np.sort(np.asarray(values, np.float64), axis=axis)
@@ -173,7 +147,7 @@ def _matrix(values: dict[int, dict[int, list[float]]]) -> np.ndarray:
     return np.array([v for row in grid for cell in row for v in cell], np.float64)[None, None, :]
 
 
-def _rng(seed: int, key: str) -> np.random.Generator:
+def stream(seed: int, key: str) -> np.random.Generator:
     """A generator per cell, so a cell's interval does not depend on the others."""
     return np.random.default_rng([seed, zlib.crc32(key.encode())])
 
@@ -207,8 +181,8 @@ def summarise(
     for key, by_metric in groups.items():
         reward, success = (_matrix(by_metric[metric]) for metric in METRICS)
         name = "/".join(map(str, key))
-        reward_ci = bootstrap_ci(reward, _rng(seed, name), samples, confidence)
-        success_ci = bootstrap_ci(success, _rng(seed + 1, name), samples, confidence)
+        reward_ci = bootstrap_ci(reward, stream(seed, name), samples, confidence)
+        success_ci = bootstrap_ci(success, stream(seed + 1, name), samples, confidence)
         method, family, split, budget = key
         cells.append(
             Cell(
@@ -242,96 +216,3 @@ def _with_steps(cells: list[Cell], target: float) -> list[Cell]:
         steps, values = [c.env_steps for c in curve], [c.success_iqm for c in curve]
         reached[key] = steps_to_threshold(steps, values, target)
     return [replace(c, steps_to_80=reached[c.family, c.split, c.method]) for c in cells]
-
-
-def steps_to_target(
-    measurements: Iterable[Measurement],
-    target: float = 0.8,
-    *,
-    seed: int = 0,
-    samples: int = 2000,
-    confidence: float = 0.95,
-) -> list[StepsToTarget]:
-    """Per family, split and method: env steps until the success IQM reaches `target`.
-
-    The interval comes from the same hierarchical bootstrap, each replicate a whole curve
-    (every budget of the same drawn seeds); a replicate that never reaches the target counts
-    as beyond the largest budget, and an end of the interval there is NaN (not reached).
-    """
-    curves: dict[tuple[str, str, str], dict[tuple[int, int, int, int], float]] = defaultdict(dict)
-    steps: dict[tuple[str, str, str], dict[int, int]] = defaultdict(dict)
-    for m in measurements:
-        key = (m.family, m.split, m.method)
-        curves[key][m.meta_seed, m.task, m.seed, m.budget] = m.success
-        steps[key][m.budget] = m.env_steps
-    horizon = horizons(steps)
-    out = []
-    tail = 100.0 * (1.0 - confidence) / 2.0
-    for key, points in curves.items():
-        budgets = sorted(steps[key])
-        x = _curves(points, budgets)
-        at = np.array([steps[key][b] for b in budgets], np.float64)
-        curve = iqm(x.reshape(-1, len(budgets)), axis=0)
-        point = _first_reached(curve[None], at, target)[0]
-        replicates = resampled_iqm(x, _rng(seed, "/".join(key) + "/steps"), samples)
-        reached = _first_reached(replicates, at, target)
-        low = np.percentile(reached, tail, method="lower")
-        high = np.percentile(reached, 100.0 - tail, method="higher")
-        end = horizon[key[:2]]
-        aucs = [area(at, r, end) for r in replicates]
-        auc_low, auc_high = np.percentile(aucs, [tail, 100.0 - tail])
-        family, split, method = key
-        out.append(
-            StepsToTarget(
-                family,
-                split,
-                method,
-                _finite(point),
-                _finite(low),
-                _finite(high),
-                auc=area(at, curve, end),
-                auc_low=float(auc_low),
-                auc_high=float(auc_high),
-            )
-        )
-    return out
-
-
-def horizons(steps: dict[tuple[str, str, str], dict[int, int]]) -> dict[tuple[str, str], float]:
-    """Per (family, split): the fewest env steps any method's curve reaches (the AUC's span)."""
-    out: dict[tuple[str, str], float] = {}
-    for (family, split, _), by_budget in steps.items():
-        last = float(max(by_budget.values()))
-        out[family, split] = min(out.get((family, split), math.inf), last)
-    return out
-
-
-def _curves(points: dict[tuple[int, int, int, int], float], budgets: list[int]) -> np.ndarray:
-    """(meta_seeds, tasks, seeds, budgets) successes; seeds pooled per task if ragged."""
-    units = sorted({k[:3] for k in points})
-    metas = sorted({u[0] for u in units})
-    tasks = sorted({u[1] for u in units})
-    per_cell: dict[tuple[int, int], list[int]] = {(m, t): [] for m in metas for t in tasks}
-    for m, t, s in units:
-        per_cell[m, t].append(s)
-    counts = {len(v) for v in per_cell.values()}
-    if len(counts) != 1 or any((*u, b) not in points for u in units for b in budgets):
-        flat = [[points.get((*u, b), math.nan) for b in budgets] for u in units]
-        return np.array(flat, np.float64)[None, None]
-    return np.array(
-        [
-            [[[points[m, t, s, b] for b in budgets] for s in per_cell[m, t]] for t in tasks]
-            for m in metas
-        ],
-        np.float64,
-    )
-
-
-def _first_reached(curves: np.ndarray, at: np.ndarray, target: float) -> np.ndarray:
-    """Per row of (n, budgets) IQM curves, the env steps of the first budget >= target (inf)."""
-    hit = curves >= target
-    return np.where(hit.any(axis=1), at[hit.argmax(axis=1)], np.inf)
-
-
-def _finite(value: float) -> float:
-    return float(value) if math.isfinite(value) else math.nan

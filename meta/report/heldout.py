@@ -18,7 +18,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from meta.evaluation.metric import HELD_OUT, pooled_families
-from meta.evaluation.statistics import Measurement, steps_to_target, summarise
+from meta.evaluation.statistics import Measurement, summarise
+from meta.evaluation.steps import steps_to_target
 from meta.report.runs import ReportError, Run
 
 EVAL_DIR = "eval"

@@ -19,7 +19,7 @@ import envs
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.train import policy_for
 from meta.config import Config
-from meta.evaluation.adapt import policy_actor, run_episodes
+from meta.evaluation.episodes import policy_actor, run_episodes
 from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.statistics import Cell, iqm
 from meta.run.directory import RunError

@@ -7,7 +7,8 @@ import pytest
 from rliable import metrics
 
 from meta.evaluation.improvement import improvements, run_aucs
-from meta.evaluation.statistics import Measurement, steps_to_target
+from meta.evaluation.statistics import Measurement
+from meta.evaluation.steps import steps_to_target
 
 
 def curve(method: str, task: int, seed: int, successes: list[float]) -> list[Measurement]:

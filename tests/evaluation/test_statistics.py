@@ -12,14 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from meta.evaluation.statistics import (
-    Measurement,
-    bootstrap_ci,
-    iqm,
-    steps_to_target,
-    steps_to_threshold,
-    summarise,
-)
+from meta.evaluation.statistics import Measurement, bootstrap_ci, iqm, steps_to_threshold, summarise
+from meta.evaluation.steps import steps_to_target
 
 # --- hand values -------------------------------------------------------------------------------
 
