@@ -12,6 +12,8 @@ from meta.algorithm.ppo.train import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
+from meta.algorithm.stacked import update
+from meta.algorithm.stacked.network import pieces
 from meta.algorithm.stacked.train import stackable, train_stacked
 from meta.algorithm.training import train
 from meta.config import EnvConfig
@@ -119,3 +121,30 @@ def test_more_than_a_full_stack_splits_evenly_leaving_none_alone() -> None:
     jobs = [Training(replace(request, seed=i)) for i in range(MAX_STACK + 1)]
     assert [len(s) for s in stacks(jobs)] == [33, 32]
     assert sorted(i for s in stacks(jobs) for i in s) == list(range(MAX_STACK + 1))
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 8, 9, 16, 17, 64])
+def test_pieces_cover_the_stack_and_none_holds_one_member_of_several(k: int) -> None:
+    parts = pieces(k, 8)
+    assert [i for part in parts for i in range(k)[part]] == list(range(k))
+    sizes = [part.stop - part.start for part in parts]
+    assert max(sizes) - min(sizes) <= 1 and (k < 8 or min(sizes) >= 8) and max(sizes) < max(16, k)
+
+
+def test_a_stack_trained_by_pieces_is_bitwise_the_stack_trained_in_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool, (a, b, c) = _requests(replace(PPO, max_grad_norm=0.05))
+    requests = [a, b, c, replace(a, seed=3), replace(b, seed=4)]
+
+    def trained() -> list:  # type: ignore[type-arg]
+        envs = [pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
+        return train_stacked(requests, envs)
+
+    whole = trained()
+    monkeypatch.setattr(update, "PIECE", 2)  # pieces of 3 and 2 members, gradients added in place
+    assert update.pieces(len(requests), update.PIECE) == [slice(0, 3), slice(3, 5)]
+    by_pieces = trained()
+    for one, other in zip(whole, by_pieces, strict=True):
+        assert all(torch.equal(one.weights[k], other.weights[k]) for k in one.weights)
+        assert one.updates == other.updates

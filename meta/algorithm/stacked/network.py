@@ -9,6 +9,7 @@ by how much.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import torch
@@ -18,6 +19,8 @@ from meta.algorithm.ppo.policy import LOG_2PI, MLAGENTS_EPSILON
 from meta.algorithm.ppo.weights import Weights
 
 NORMALIZER = ("normalizer.mean", "normalizer.var", "normalizer.count")
+ROWS = 2048
+"""Rows per piece of a buffer-wide pass (meta.algorithm.stacked.network.StackedPolicy.values)."""
 
 
 class StackedPolicy:
@@ -93,13 +96,35 @@ class StackedPolicy:
     @torch.no_grad()
     def member_value(self, i: int, obs: torch.Tensor) -> torch.Tensor:
         """Member i's V(s) of (batch, obs), (batch,)."""
-        return self._slice(i).value_from(self._slice(i).features(obs[None]))[0]
+        member = self.members(slice(i, i + 1))
+        return member.value_from(member.features(obs[None]))[0]
 
-    def _slice(self, i: int) -> StackedPolicy:
+    @torch.no_grad()
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Values (k, n) of a whole buffer's (k, n, obs), by pieces of 2 or 3 members and ROWS
+        rows whose activations stay in the cache (the same bits as one pass)."""
+        k, n = obs.shape[:2]
+        out = torch.empty(k, n, device=obs.device, dtype=obs.dtype)
+        for part in pieces(k, 2):
+            piece = self.members(part)
+            for r in range(0, n, ROWS):
+                out[part, r : r + ROWS] = piece.value_from(piece.features(obs[part, r : r + ROWS]))
+        return out
+
+    def members(self, part: slice, leaves: bool = False) -> StackedPolicy:
+        """The members in `part` as a stacked policy of views of these weights; `leaves`: each
+        view a leaf whose gradient is a view of the stacked gradient, which a backward adds to
+        in place (it must exist), instead of a stacked-size gradient per backward."""
         view = object.__new__(StackedPolicy)
-        view.keys, view.k, view.normalize, view.epsilon = self.keys, 1, self.normalize, self.epsilon
-        view.buffers = {key: value[i : i + 1] for key, value in self.buffers.items()}
-        view.params = {key: value[i : i + 1] for key, value in self.params.items()}
+        view.keys, view.normalize, view.epsilon = self.keys, self.normalize, self.epsilon
+        view.buffers = {key: value[part] for key, value in self.buffers.items()}
+        view.params = {key: value[part] for key, value in self.params.items()}
+        if leaves:
+            for key, value in view.params.items():
+                leaf = value.detach().requires_grad_()
+                leaf.grad = self.params[key].grad[part]  # type: ignore[index]
+                view.params[key] = leaf
+        view.k = view.params["log_std"].shape[0]
         view.actor, view.critic = _layers(view.params, "actor."), _layers(view.params, "critic.")
         return view
 
@@ -123,6 +148,15 @@ class StackedPolicy:
         """Member i's state_dict, on the CPU, as `Policy.state_dict()` orders it."""
         every = {**self.params, **self.buffers}
         return {key: every[key][i].detach().to("cpu", copy=True) for key in self.keys}
+
+
+def pieces(k: int, most: int) -> list[slice]:
+    """0..k cut into contiguous pieces of near-equal size, `most` to 2·most−1 members each (k if
+    fewer): never a piece of one member out of several, which would take another kernel."""
+    count = max(k // most, 1)
+    size, extra = divmod(k, count)
+    bounds = [i * size + min(i, extra) for i in range(count + 1)]
+    return [slice(a, b) for a, b in itertools.pairwise(bounds)]
 
 
 Layers = list[tuple[torch.Tensor, torch.Tensor]]

@@ -48,10 +48,15 @@ class StackedOptimizer:
         self.moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
         self.steps = 0
 
-    def zero_grad(self) -> None:
-        """Drop the gradients."""
+    def zero_grad(self, keep: bool = False) -> None:
+        """Drop the gradients, or (`keep`) zero them in place for backwards that add to them."""
         for p in self.params:
-            p.grad = None
+            if not keep:
+                p.grad = None
+            elif p.grad is None:
+                p.grad = torch.zeros_like(p)
+            else:
+                p.grad.zero_()
 
     @torch.no_grad()
     def step(self, learning_rates: torch.Tensor) -> None:

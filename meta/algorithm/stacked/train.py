@@ -30,6 +30,7 @@ from meta.algorithm.stacked.network import StackedPolicy
 from meta.algorithm.stacked.optim import StackedOptimizer
 from meta.algorithm.stacked.update import stacked_update
 from meta.algorithm.training import _with_meta_gradient, start_policy
+from meta.runtime.allocator import keep_freed_memory
 
 
 def stackable(request: TrainRequest) -> str | None:
@@ -58,6 +59,7 @@ def train_stacked(
     timers: Timers | None = None,
 ) -> list[TrainResult]:
     """Train every request on its environment, all k in lockstep; results in order."""
+    keep_freed_memory()
     started = time.perf_counter()
     timers = timers or NullTimers()
     first = requests[0]
