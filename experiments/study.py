@@ -2,10 +2,12 @@
 
 The meta-training seeds, and those of the other meta-learners the study lists under `others`
 (e.g. `fomaml: [meta.algorithm=fomaml]`), train side by side, at most `workers` processes at
-once; then one meta-eval trains each seed's joint baselines (one per eval.joint_ppo entry, in
-<run>/eval/) and compares every start, each at the adaptation procedure it does best with on
-the selection split, adapting in `workers` processes. The study's figure, selection and
-summaries are copied to experiments/<copy_to>/.
+once; with `group_seeds: true` one process per meta-learner trains its seeds as one group
+(`seeds=[...]`, which needs `runtime=batched` among the `train` overrides). Then one meta-eval
+trains each seed's joint baselines (one per eval.joint_ppo entry, in <run>/eval/) and compares
+every start, each at the adaptation procedure it does best with on the selection split,
+adapting in `workers` processes. The study's figure, selection and summaries are copied to
+experiments/<copy_to>/.
 """
 
 from __future__ import annotations
@@ -62,6 +64,19 @@ def run_all(script: str, function: str, jobs: list[list[str]], workers: int) -> 
     print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
 
 
+def run_name(base: str, seed: int, grouped: bool) -> str:
+    """A seed's run id: `<base>_seed<s>`, or as `seeds=[...]` names it, `<base>-seed_<s>`."""
+    return f"{base}-seed_{seed}" if grouped else f"{base}_seed{seed}"
+
+
+def trained(run_dir: Path) -> bool:
+    """Whether the run has its final weights (then it is not trained again)."""
+    if (run_dir / "Brain.pt").is_file():
+        print(f"{run_dir} is trained already")
+        return True
+    return False
+
+
 def main() -> None:
     """Train the seeds not trained yet, evaluate them together, copy the results."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -76,24 +91,24 @@ def main() -> None:
         evaluate += list(study.smoke.eval)
     seeds, workers = list(study.get("seeds", [0])), int(study.get("workers", 1))
     runtime = list(study.get("runtime", []))  # e.g. [runtime=ray, runtime.address=auto]
-    ids = [name if len(seeds) == 1 else f"{name}_seed{s}" for s in seeds]
+    grouped = bool(study.get("group_seeds", False)) and len(seeds) > 1
+    learners = {name: [], **{f"{name}_{k}": list(v) for k, v in study.get("others", {}).items()}}
     results = Path(study.results_dir)
-    runs = [(run_id, seed, []) for run_id, seed in zip(ids, seeds, strict=True)]
-    others: list[str] = []
-    for learner, extra in dict(study.get("others", {})).items():
-        other_ids = [f"{name}_{learner}_seed{s}" for s in seeds]
-        runs += [(i, s, list(extra)) for i, s in zip(other_ids, seeds, strict=True)]
-        others += other_ids
-    jobs = []
-    for run_id, seed, extra in runs:
-        run_dir = results / run_id
-        if (run_dir / "Brain.pt").is_file():
-            print(f"{run_dir} is trained already")
+    jobs, ids, others = [], [], []
+    for base, extra in learners.items():
+        named = [base] if len(seeds) == 1 else [run_name(base, s, grouped) for s in seeds]
+        (ids if base == name else others).extend(named)
+        left = [(i, s) for i, s in zip(named, seeds, strict=True) if not trained(results / i)]
+        if grouped and left:  # one process per learner, its seeds' trainings stacked
+            listed = ",".join(str(s) for s in seeds)
+            jobs.append([f"run_id={base}", f"results_dir={results}", f"seeds=[{listed}]"])
+            jobs[-1] += [*train, *extra, *runtime]
+            jobs[-1] += ["resume=true"] if any((results / i).exists() for i in named) else []
             continue
-        resume = ["resume=true"] if run_dir.exists() else []
-        jobs.append([f"run_id={run_id}", f"results_dir={results}", f"seed={seed}", *train, *extra])
-        jobs[-1] += runtime
-        jobs[-1] += resume
+        for run_id, seed in left:
+            jobs.append([f"run_id={run_id}", f"results_dir={results}", f"seed={seed}", *train])
+            jobs[-1] += [*extra, *runtime]
+            jobs[-1] += ["resume=true"] if (results / run_id).exists() else []
     started = time.perf_counter()
     run_all("meta-train", "train_main", jobs, workers)
     out = results / f"{name}_eval"
