@@ -1,6 +1,6 @@
 """Why a joint start does not adapt: its statistics and its first updates on held-out tasks.
 
-Usage: python experiments/joint_diagnosis/diagnose.py RESULTS_DIR JOINT_RUN_ID
+Usage: python experiments/joint_diagnosis/diagnose.py RESULTS_DIR JOINT_RUN_ID [wide]
 Prints, per held-out FindTarget task, the start's normaliser against the task's observations,
 how saturated its action means are, and for each procedure (resets among them) the first
 update's value loss and explained variance and the success after 4, 8 and 16 updates of 512.
@@ -34,12 +34,22 @@ PROCEDURES = [
     Procedure(learning_rate=0.003, reset=["value_head", "normalizer"]),
     Procedure(learning_rate=0.003, reset=["value_head", "policy_head", "normalizer"]),
 ]
+HEADS = ([], ["value_head"], ["policy_head"], ["value_head", "policy_head"])
+WIDE = [  # the rates that move each optimizer (the run's SGD 0.1, Adam), each head reset
+    Procedure(optimizer=optimizer, learning_rate=lr, reset=list(reset))
+    for optimizer, lr in (("sgd", 0.1), ("adam", 0.003), ("adam", 0.01))
+    for reset in HEADS
+]
+"""`diagnose.py RESULTS RUN wide`: these, to 32 updates of 512 (scratch at Adam 3e-3)."""
 
 
-def main(results_dir: str, run_id: str) -> None:
+def main(results_dir: str, run_id: str, which: str = "first") -> None:
     _, run = load_run(results_dir, run_id)
     weights = latest_weights(results_dir, run_id)
-    ev = EvalConfig(budgets=[0, 4, 8, 16], buffer_size=512, seeds=2, tasks_per_family=2)
+    wide = which == "wide"
+    budgets = [0, 4, 8, 16, 32] if wide else [0, 4, 8, 16]
+    ev = EvalConfig(budgets=budgets, buffer_size=512, seeds=2, tasks_per_family=2)
+    scratch = Procedure(optimizer="adam" if wide else None, learning_rate=0.003)
     ev.eval_episodes = 32
     setting = Setting(run, ev, seed=0)
     tasks = sample_tasks(setting, parse_environment_parameters({}, [BEHAVIOR_NAME]))
@@ -68,7 +78,7 @@ def main(results_dir: str, run_id: str) -> None:
             f"> 1 (clipped): {float((mean.abs() > 1).float().mean()):.2f}; "
             f"value {float(value.mean()):.2f} +- {float(value.std()):.2f}"
         )
-        for procedure in [None, *PROCEDURES]:
+        for procedure in [None, *(WIDE if wide else PROCEDURES)]:
             rows, first = [], []
             for seed in range(ev.seeds):
                 job = AdaptJob(
@@ -77,7 +87,7 @@ def main(results_dir: str, run_id: str) -> None:
                     "joint" if procedure else "scratch",
                     weights if procedure else None,
                     seed,
-                    procedure=procedure or Procedure(learning_rate=0.003),
+                    procedure=procedure or scratch,
                 )
                 result = run_request(job.request(), pool, NullTimers())
                 first.append(result.updates[0])
@@ -92,4 +102,4 @@ def main(results_dir: str, run_id: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

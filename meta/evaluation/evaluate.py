@@ -40,7 +40,7 @@ from meta.evaluation.selection import SelectionRow, chosen, select
 from meta.evaluation.statistics import Cell, Measurement
 from meta.runtime.batched import BatchedExecutor
 from meta.runtime.envpool import EnvPool
-from meta.runtime.executor import Executor, LocalExecutor, make_executor
+from meta.runtime.executor import Executor, LocalExecutor, ProcessExecutor, make_executor
 
 log = logging.getLogger(__name__)
 Start = tuple[str, str, "Weights | None"]
@@ -164,8 +164,10 @@ def evaluate(
     """
     ev = p.setting.eval
     own = executor is None
-    if executor is None and ev.batched:
-        executor = BatchedExecutor(EnvPool(p.setting.run.env))
+    if executor is None and ev.batched:  # with workers: each takes its share of every stack
+        env = p.setting.run.env
+        executor = ProcessExecutor(ev.workers, env, True) if ev.workers > 1 else None
+        executor = executor or BatchedExecutor(EnvPool(env))
     executor = executor or make_executor(p.runtime, p.setting.run.env, ev.workers)
     others = [s for s in ev.splits if s != ev.selection_split]
     bar = EvalProgress(progress, console)

@@ -29,7 +29,7 @@ from meta.algorithm.ppo.rollout import NullTimers
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.request import TrainResult
 from meta.config import EnvConfig, RuntimeConfig
-from meta.runtime.batched import Stacked, shares, stacks
+from meta.runtime.batched import Stacked, Unit, units
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash, give_up
 from meta.runtime.jobs import Job, Training
@@ -45,8 +45,6 @@ LOST = (RayActorError, ActorUnavailableError, ObjectLostError)
 """What ray.get raises when an actor's process, or its node, is gone."""
 Shipped = list[tuple[Any, Arrays | None]]
 """A job's results as an actor returns them: each with a training's weights as arrays."""
-Unit = tuple[list[int], Job[Any]]
-"""A job an actor runs and the positions of the results it gives: one, or a Stacked share's."""
 
 
 class Worker:
@@ -168,20 +166,9 @@ class RayExecutor:
 
     def _units(self, jobs: Sequence[Job[Any]]) -> list[Unit]:
         """Each job alone; with runtime.stack, each actor's share of a stack as one Stacked job."""
-        together = (
-            [s for group in stacks(jobs) for s in shares(group, self.cfg.num_actors) if len(s) > 1]
-            if self.cfg.stack
-            else []
-        )
-        first = {share[0]: share for share in together}
-        inside = {i for share in together for i in share}
-        units: list[Unit] = []
-        for i, job in enumerate(jobs):
-            if i in first:
-                units.append((first[i], Stacked(tuple(jobs[j] for j in first[i]))))
-            elif i not in inside:
-                units.append(([i], job))
-        return units
+        if self.cfg.stack:
+            return units(jobs, self.cfg.num_actors)
+        return [([i], job) for i, job in enumerate(jobs)]
 
     def _submit(self, actor: Any, job: Job[Any]) -> Any:
         """The job on `actor`; a training's start goes by reference (put once per start)."""

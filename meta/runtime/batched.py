@@ -5,7 +5,8 @@ meta-eval's adaptations) that can stack (meta.algorithm.stacked.train.stackable)
 their settings train in lockstep (train_stacked), up to MAX_STACK at once; every other job
 runs alone in this process, as LocalExecutor runs it. Results come in the jobs' order. The
 native tasks only: a build's environments are its workers, which a stack would have to share.
-`Stacked` is such a run as one job, for a Ray actor to train its share (runtime.stack).
+`Stacked` is such a run as one job, for a Ray actor (runtime.stack) or a worker process
+(eval.batched with eval.workers) to train its share.
 """
 
 from __future__ import annotations
@@ -93,6 +94,27 @@ def stacks(jobs: Sequence[Job[R]]) -> list[list[int]]:
         else:
             groups.append((request, [i]))
     return [part for _, members in groups if len(members) > 1 for part in _split(members)]
+
+
+Unit = tuple[list[int], Job[Any]]
+"""A job a worker runs and the positions of the results it gives: one, or a Stacked share's."""
+
+
+def units(jobs: Sequence[Job[Any]], parts: int) -> list[Unit]:
+    """Each job alone, but each stack cut into up to `parts` shares of 2 or more, each one
+    Stacked job (so `parts` workers train a stack side by side); in the order of first jobs.
+
+    No share holds one member: it would train unstacked, on other kernels than in a stack."""
+    together = [s for g in stacks(jobs) for s in shares(g, max(min(parts, len(g) // 2), 1))]
+    first = {share[0]: share for share in together}
+    inside = {i for share in together for i in share}
+    out: list[Unit] = []
+    for i, job in enumerate(jobs):
+        if i in first:
+            out.append((first[i], Stacked(tuple(jobs[j] for j in first[i]))))
+        elif i not in inside:
+            out.append(([i], job))
+    return out
 
 
 def _split(members: list[int]) -> list[list[int]]:

@@ -104,7 +104,9 @@ class ProcessExecutor:
     here, claim their own ports and builds (meta.runtime.slots) and have none to retry.
     """
 
-    def __init__(self, workers: int, env: EnvConfig) -> None:
+    def __init__(self, workers: int, env: EnvConfig, stack: bool = False) -> None:
+        """`stack`: the jobs that stack train as one stack cut into a share per worker."""
+        self.workers, self.stack = workers, stack
         self._pool = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("spawn"),
@@ -114,7 +116,22 @@ class ProcessExecutor:
 
     def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
         """Every job in the workers, results in order."""
-        return self._pool.map(_in_worker, jobs, chunksize=1)
+        if not self.stack:
+            return self._pool.map(_in_worker, jobs, chunksize=1)
+        return self._stacked(jobs)
+
+    def _stacked(self, jobs: Sequence[Job[R]]) -> Iterator[R]:
+        from meta.runtime.batched import Stacked, units
+
+        work = units(jobs, self.workers)
+        results: dict[int, R] = {}
+        given = 0
+        done = self._pool.map(_in_worker, [job for _, job in work], chunksize=1)
+        for (where, job), got in zip(work, done, strict=True):
+            results.update(zip(where, got if isinstance(job, Stacked) else [got], strict=True))
+            while given in results:
+                yield results.pop(given)
+                given += 1
 
     def close(self) -> None:
         """Stop the workers (pending jobs are cancelled)."""

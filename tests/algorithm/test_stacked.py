@@ -18,7 +18,7 @@ from meta.algorithm.stacked.train import stackable, train_stacked
 from meta.algorithm.training import train
 from meta.config import EnvConfig
 from meta.observe.tags import SUCCESS
-from meta.runtime.batched import MAX_STACK, stacks
+from meta.runtime.batched import MAX_STACK, stacks, units
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Call, Training
 
@@ -148,3 +148,14 @@ def test_a_stack_trained_by_pieces_is_bitwise_the_stack_trained_in_one(
     for one, other in zip(whole, by_pieces, strict=True):
         assert all(torch.equal(one.weights[k], other.weights[k]) for k in one.weights)
         assert one.updates == other.updates
+
+
+@pytest.mark.parametrize(
+    ("size", "parts", "cut"), [(4, 2, [2, 2]), (3, 2, [3]), (2, 4, [2]), (5, 2, [3, 2])]
+)
+def test_workers_share_a_stack_and_none_trains_alone(size: int, parts: int, cut: list[int]) -> None:
+    _, (request, *_) = _requests()
+    jobs = [Training(replace(request, seed=i)) for i in range(size)]
+    shared = units(jobs, parts)
+    assert [len(where) for where, _ in shared] == cut
+    assert sorted(i for where, _ in shared for i in where) == list(range(size))

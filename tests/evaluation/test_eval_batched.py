@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,3 +39,25 @@ def test_stacked_adaptations_give_the_sequential_rows(tiny_config: Factory) -> N
         # weights within 1e-5 of each other give the same episodes but where an action rounds
         # across a clip or a goal's edge: the mean reward is the same to a few 1e-3
         assert float(a["mean_reward"]) == pytest.approx(float(b["mean_reward"]), abs=0.05)
+
+
+def test_with_workers_the_joint_pretrainings_train_side_by_side_to_the_same_bits(
+    tiny_config: Factory,
+) -> None:
+    train(tiny_config("meta.steps=1"), "run")
+    joints = "eval.joint_ppo=[{},{optimizer:adam,learning_rate:0.0003}]"
+    both = ["run_id=run", *TINY_EVAL, joints, "eval.batched=true"]
+    out = Path(tiny_config().results_dir)
+    brains = {}
+    for workers in (1, 2):
+        where = f"eval.out_dir=${{results_dir}}/{workers}"
+        cfg = tiny_config(*both, f"eval.workers={workers}", where)
+        evaluate(plan_eval(cfg, "run"))
+        found = sorted((out / "run" / "eval").glob("joint*/Brain.pt"))
+        assert len(found) == 2
+        brains[workers] = {p.parent.name: p.read_bytes() for p in found}
+        for p in found:  # trained again by the next evaluation
+            shutil.rmtree(p.parent)
+    assert brains[1] == brains[2]
+    rows = [_rows(out / str(w) / "adaptation.csv") for w in (1, 2)]
+    assert rows[0] == rows[1]
