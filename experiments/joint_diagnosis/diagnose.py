@@ -34,7 +34,7 @@ PROCEDURES = [
     Procedure(learning_rate=0.003, reset=["value_head", "normalizer"]),
     Procedure(learning_rate=0.003, reset=["value_head", "policy_head", "normalizer"]),
 ]
-HEADS = ([], ["value_head"], ["policy_head"], ["value_head", "policy_head"])
+HEADS = ([], ["value_head"], ["critic"], ["policy_head"], ["value_head", "policy_head"])
 WIDE = [  # the rates that move each optimizer (the run's SGD 0.1, Adam), each head reset
     Procedure(optimizer=optimizer, learning_rate=lr, reset=list(reset))
     for optimizer, lr in (("sgd", 0.1), ("adam", 0.003), ("adam", 0.01))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-RESETS = ("value_head", "policy_head", "normalizer")
-"""`value_head`: the critic's last layer; `policy_head`: the actor's last layer (the action
-mean) and the action log std; `normalizer`: the observation statistics (re-estimated from the
-new task's first buffer)."""
+RESETS = ("value_head", "critic", "policy_head", "normalizer")
+"""`value_head`: the critic's last layer; `critic`: the whole critic network (the actor is
+separate, so this is a fresh value function under the pretrained policy); `policy_head`: the
+actor's last layer (the action mean) and the action log std; `normalizer`: the observation
+statistics (re-estimated from the new task's first buffer)."""
 
 
 def _last_layer(keys: Sequence[str], body: str) -> list[str]:
@@ -26,6 +27,8 @@ def reset_keys(keys: Iterable[str], resets: Iterable[str]) -> list[str]:
     picked: set[str] = set()
     if "value_head" in chosen:
         picked.update(_last_layer(keys, "critic"))
+    if "critic" in chosen:
+        picked.update(k for k in keys if k.startswith("critic."))
     if "policy_head" in chosen:
         picked.update([*_last_layer(keys, "actor"), "log_std"])
     if "normalizer" in chosen:

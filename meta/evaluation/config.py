@@ -33,8 +33,9 @@ class Procedure:
     """Minibatch size (at most the buffer); null: the run's ppo.batch_size."""
     reset: list[str] = field(default_factory=list)
     """Adaptation only: parts of the start re-initialised as a fresh policy has them before
-    adapting: `value_head` (the critic's last layer), `policy_head` (the actor's last layer and
-    the action log std), `normalizer` (statistics re-estimated on the new task's first buffer).
+    adapting: `value_head` (the critic's last layer), `critic` (all of the critic),
+    `policy_head` (the actor's last layer and the action log std), `normalizer` (statistics
+    re-estimated on the new task's first buffer).
     A scratch start is a fresh policy already; log_std, when set, applies after the resets."""
 
     def validate(self, where: str) -> None:

@@ -17,6 +17,7 @@ from meta.algorithm.training import train
 NETWORK = NetworkConfig(hidden_units=8, num_layers=2)
 EXPECTED = {
     "value_head": {"critic.4.weight", "critic.4.bias"},
+    "critic": {f"critic.{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")},
     "policy_head": {"actor.4.weight", "actor.4.bias", "log_std"},
     "normalizer": {"normalizer.mean", "normalizer.var", "normalizer.count"},
 }
