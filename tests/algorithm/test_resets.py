@@ -73,5 +73,5 @@ def test_a_scratch_start_is_the_same_fresh_policy_with_or_without_resets() -> No
 
 
 def test_an_unknown_reset_is_named() -> None:
-    with pytest.raises(ValueError, match="unknown reset 'critic'"):
-        reset_keys(["critic.4.weight"], ["critic"])
+    with pytest.raises(ValueError, match="unknown reset 'value_net'"):
+        reset_keys(["value_net.4.weight"], ["value_net"])

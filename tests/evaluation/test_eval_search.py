@@ -74,7 +74,7 @@ def test_each_start_gets_its_trials_and_the_held_out_split_its_best(tiny_config:
             + [f"eval.search.{k}=[]" for k in ("num_epoch", "batch_size", "reset")],
             "eval.search declares an empty space",
         ),
-        (["eval.search.reset=[[critic]]"], r"eval.search.reset\[0\].reset: unknown reset"),
+        (["eval.search.reset=[[value_net]]"], r"eval.search.reset\[0\].reset: unknown reset"),
         (["eval.adaptation=[{learning_rate:0.01}]"], "eval.search and eval.adaptation"),
     ],
 )

@@ -261,7 +261,7 @@ def meta_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ("empty", [], "has no weights"),
         ("run", ["eval.joint_run_id=nowhere"], "run 'nowhere' does not exist"),
         ("run", ["meta.steps=3"], "the run's configuration.yaml decides meta"),
-        ("run", ["eval.adaptation=[{reset:[critic]}]"], "unknown reset 'critic'"),
+        ("run", ["eval.adaptation=[{reset:[value_net]}]"], "unknown reset 'value_net'"),
         ("run", ["eval=search", "eval.search.trials=0"], "eval.search.trials must be >= 1"),
     ],
 )

@@ -90,7 +90,7 @@ def test_a_procedures_ppo_and_label_carry_its_epochs_batch_and_resets() -> None:
 @pytest.mark.parametrize(
     ("procedure", "message"),
     [
-        (Procedure(reset=["critic"]), r"eval.adaptation\[0\].reset: unknown reset 'critic'"),
+        (Procedure(reset=["value_net"]), r"eval.adaptation\[0\].reset: unknown reset 'value_net'"),
         (Procedure(reset=["normalizer"] * 2), "names a reset twice"),
         (Procedure(num_epoch=0), r"num_epoch must be > 0"),
     ],
