@@ -38,9 +38,8 @@ from meta.evaluation.progress import (
 from meta.evaluation.runs import JOINT_RUN, JointBaseline, joint_weights
 from meta.evaluation.selection import SelectionRow, chosen, select
 from meta.evaluation.statistics import Cell, Measurement
-from meta.runtime.batched import BatchedExecutor
 from meta.runtime.envpool import EnvPool
-from meta.runtime.executor import Executor, LocalExecutor, ProcessExecutor, make_executor
+from meta.runtime.executor import Executor, LocalExecutor, make_executor
 
 log = logging.getLogger(__name__)
 Start = tuple[str, str, "Weights | None"]
@@ -164,11 +163,7 @@ def evaluate(
     """
     ev = p.setting.eval
     own = executor is None
-    if executor is None and ev.batched:  # with workers: each takes its share of every stack
-        env = p.setting.run.env
-        executor = ProcessExecutor(ev.workers, env, True) if ev.workers > 1 else None
-        executor = executor or BatchedExecutor(EnvPool(env))
-    executor = executor or make_executor(p.runtime, p.setting.run.env, ev.workers)
+    executor = executor or make_executor(p.runtime, p.setting.run.env, ev.workers, stack=ev.batched)
     others = [s for s in ev.splits if s != ev.selection_split]
     bar = EvalProgress(progress, console)
     bar.set_phases(_phases(p, others))  # before it shows: the first frame lists every phase

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any, TypeVar
 
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.request import TrainRequest
+from meta.algorithm.stacked.network import near_equal
 from meta.algorithm.stacked.train import same_shape, stackable, train_stacked
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash, give_up
@@ -69,9 +69,7 @@ class Stacked:
 
 def shares(group: Sequence[int], parts: int) -> list[list[int]]:
     """`group` cut into `parts` contiguous shares whose sizes differ by one at most (none empty)."""
-    size, extra = divmod(len(group), parts)
-    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
-    return [list(group[a:b]) for a, b in pairwise(bounds) if b > a]
+    return [list(group[part]) for part in near_equal(len(group), parts)]
 
 
 def stacks(jobs: Sequence[Job[R]]) -> list[list[int]]:

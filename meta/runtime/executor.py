@@ -144,18 +144,22 @@ def make_executor(
     workers: int = 1,
     pool: EnvPool | None = None,
     timers: Timers | None = None,
+    stack: bool = False,
 ) -> Executor:
     """Ray actors for runtime=ray (connected already), stacked trainings for runtime=batched,
     else this process for 1 worker, else a process pool; `pool` is this process's (meta-train's
-    run pool; a fresh one if None)."""
+    run pool; a fresh one if None). `stack` (eval.batched): stacked trainings on any backend,
+    in `workers` processes that each take their share of every stack where those run locally."""
+    if stack and runtime.backend == "local" and workers > 1:
+        return ProcessExecutor(workers, env, stack=True)
+    if stack or runtime.backend == "batched":
+        from meta.runtime.batched import BatchedExecutor
+
+        return BatchedExecutor(pool or EnvPool(env), timers)
     if runtime.backend == "ray":
         from meta.runtime.actors import RayExecutor
 
         return RayExecutor(runtime, env, None if pool is None else pool.log_folder)
-    if runtime.backend == "batched":
-        from meta.runtime.batched import BatchedExecutor
-
-        return BatchedExecutor(pool or EnvPool(env), timers)
     if workers > 1:
         return ProcessExecutor(workers, env)
     return LocalExecutor(pool or EnvPool(env), timers)

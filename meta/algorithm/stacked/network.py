@@ -20,7 +20,7 @@ from meta.algorithm.ppo.weights import Weights
 
 NORMALIZER = ("normalizer.mean", "normalizer.var", "normalizer.count")
 ROWS = 2048
-"""Rows per piece of a buffer-wide pass (meta.algorithm.stacked.network.StackedPolicy.values)."""
+"""Rows per piece of a buffer-wide pass (StackedPolicy.values)."""
 
 
 class StackedPolicy:
@@ -153,10 +153,14 @@ class StackedPolicy:
 def pieces(k: int, most: int) -> list[slice]:
     """0..k cut into contiguous pieces of near-equal size, `most` to 2·most−1 members each (k if
     fewer): never a piece of one member out of several, which would take another kernel."""
-    count = max(k // most, 1)
-    size, extra = divmod(k, count)
-    bounds = [i * size + min(i, extra) for i in range(count + 1)]
-    return [slice(a, b) for a, b in itertools.pairwise(bounds)]
+    return near_equal(k, max(k // most, 1))
+
+
+def near_equal(n: int, parts: int) -> list[slice]:
+    """0..n cut into `parts` contiguous slices whose sizes differ by one at most (none empty)."""
+    size, extra = divmod(n, parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [slice(a, b) for a, b in itertools.pairwise(bounds) if b > a]
 
 
 Layers = list[tuple[torch.Tensor, torch.Tensor]]
