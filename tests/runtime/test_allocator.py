@@ -28,15 +28,18 @@ batch = Minibatch(*(torch.randn(cfg.batch_size, *s, generator=g) for s in shapes
 for _ in range(5):
     gradient_step(policy, optimizer, batch, cfg, cfg.epsilon, cfg.beta)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(40):
+for _ in range(STEPS):
     gradient_step(policy, optimizer, batch, cfg, cfg.epsilon, cfg.beta)
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 40)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / STEPS)
 """
+STEPS = 200
+"""Long enough that a one-off growth of the heap (a few hundred pages, once) is not read as
+what every step costs; glibc's defaults fault hundreds of pages in at every step."""
 
 
 def faults_per_step(keep: bool) -> float:
     """Minor page faults per default gradient step in a fresh process."""
-    code = f"KEEP = {keep}\n{MEASURE}"
+    code = f"KEEP = {keep}\nSTEPS = {STEPS}\n{MEASURE}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(done.stdout.split()[-1])
 
