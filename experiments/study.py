@@ -6,13 +6,15 @@ once; with `group_seeds: true` one process per meta-learner trains its seeds as 
 (`seeds=[...]`, which needs `runtime=batched` among the `train` overrides). Then one meta-eval
 trains each seed's joint baselines (one per eval.joint_ppo entry, in <run>/eval/) and compares
 every start, each at the adaptation procedure it does best with on the selection split,
-adapting in `workers` processes. The study's figure, selection and summaries are copied to
-experiments/<copy_to>/.
+adapting in `workers` processes, into results/<eval_id>_eval (eval_id: run_id unless the study
+names another, to evaluate the same runs again). The study's figure, selection, summaries and
+a study.json of its seeds and tuning are copied to experiments/<copy_to>/.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -28,6 +30,7 @@ COPIED = (
     "steps_to_80.csv",
     "summary.csv",
     "summary_per_seed.csv",
+    "improvement.csv",
 )
 
 
@@ -77,6 +80,28 @@ def trained(run_dir: Path) -> bool:
     return False
 
 
+def describe(study: dict, seeds: list[int], learners: list[str], wall: float) -> dict:
+    """What a committed study folder says about itself: seeds, starts' tuning, wall time."""
+    evaluate = dict(o.split("=", 1) for o in study["eval"] if "=" in o)
+    search = "eval=search" in study["eval"] or any(k.startswith("eval.search") for k in evaluate)
+    tuning: dict[str, object] = {
+        "search_trials_per_start": int(evaluate.get("eval.search.trials", 8)),
+        "first_trial_is_the_runs_procedure": evaluate.get("eval.search.run_first") == "true",
+    }
+    if not search:
+        tuning = {"grid": evaluate.get("eval.adaptation", "[{}]")}
+    return {
+        "run_id": study["run_id"],
+        "meta_training_seeds": seeds,
+        "meta_learners": learners,
+        "train": study["train"],
+        "eval": study["eval"],
+        "selection_split": evaluate.get("eval.selection_split", "train"),
+        **tuning,
+        "wall_seconds": round(wall),
+    }
+
+
 def main() -> None:
     """Train the seeds not trained yet, evaluate them together, copy the results."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -85,8 +110,10 @@ def main() -> None:
     options = parser.parse_args()
     study = OmegaConf.load(options.config)
     name, train, evaluate = str(study.run_id), list(study.train), list(study.eval)
+    eval_id = str(study.get("eval_id", name))  # another meta-eval of the same runs
     if options.smoke:
         name = str(study.smoke.run_id)
+        eval_id = str(study.smoke.get("eval_id", name))
         train += list(study.smoke.train)
         evaluate += list(study.smoke.eval)
     seeds, workers = list(study.get("seeds", [0])), int(study.get("workers", 1))
@@ -111,7 +138,7 @@ def main() -> None:
             jobs[-1] += ["resume=true"] if (results / run_id).exists() else []
     started = time.perf_counter()
     run_all("meta-train", "train_main", jobs, workers)
-    out = results / f"{name}_eval"
+    out = results / f"{eval_id}_eval"
     evaluated = [f"eval.run_ids=[{','.join(ids)}]", f"eval.other_run_ids=[{','.join(others)}]"]
     common = [f"run_id={ids[0]}", f"results_dir={results}", *evaluated, f"eval.workers={workers}"]
     common += runtime
@@ -120,9 +147,12 @@ def main() -> None:
     if not options.smoke and study.get("copy_to"):
         target = HERE / str(study.copy_to)
         target.mkdir(parents=True, exist_ok=True)
-        for file in COPIED:
+        copied = [file for file in COPIED if (out / file).is_file()]
+        for file in copied:
             shutil.copyfile(out / file, target / file)
-        print(f"copied {', '.join(COPIED)} to {target}")
+        record = describe(OmegaConf.to_container(study), seeds, list(learners), wall)
+        (target / "study.json").write_text(json.dumps(record, indent=2) + "\n")
+        print(f"copied {', '.join(copied)} and study.json to {target}")
     print(f"study done in {wall:.0f} s: {out} ({', '.join(COPIED)})")
 
 

@@ -110,7 +110,7 @@ class BatchedTask(Generic[P]):
         seen = 1 / half if self._objective_visible(params) else 0.0
         scale = (
             [1 / half] * 2
-            + [1 / params.agent_speed] * 2
+            + [0.0 if params.hidden_velocity else 1 / params.agent_speed] * 2
             + [seen] * 2
             + [1 / half] * 2
             + [1.0, 1 / params.max_step]

@@ -42,6 +42,13 @@ class TaskParams:
     motor_rotation: float = param(
         0.0, -180.0, 180.0, "hidden rotation of the move command, degrees"
     )
+    hidden_velocity: float = param(
+        0,
+        0,
+        1,
+        "1: the velocity is unobserved (the last move does not show the rotation)",
+        integer=True,
+    )
 
     def check(self) -> None:
         """Raise ValueError when parameters contradict each other."""

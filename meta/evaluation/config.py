@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from meta.algorithm.ppo.config import OPTIMIZERS
+from meta.algorithm.ppo.config import OPTIMIZERS, PPOConfig
 from meta.algorithm.resets import RESETS
 
 SELECTION_SPLITS = ("validation", "train")
@@ -83,6 +83,40 @@ class SearchConfig:
     """Minibatch sizes to choose from (at most the buffer)."""
     reset: list[list[str]] = field(default_factory=list)
     """Fine-tuning resets to choose from, each a list (`[]`: none; see Procedure.reset)."""
+    run_first: bool = False
+    """Every start's first trial is the run's own PPO settings (its optimizer, learning rate,
+    buffer, epochs and minibatch, no reset), the same procedure for every start; each searched
+    field's value must lie in the space."""
+
+    def run_procedure(self, ppo: PPOConfig) -> dict[str, object]:
+        """The first trial's parameters from the run's `ppo` (run_first); ValueError naming a
+        value outside the space."""
+        params: dict[str, object] = {}
+        for name in ("optimizer", "buffer_size", "num_epoch", "batch_size"):
+            if getattr(self, name):
+                value = getattr(ppo, name)
+                if value not in getattr(self, name):
+                    raise ValueError(
+                        f"eval.search.run_first: the run's ppo.{name}={value!r} is not among "
+                        f"eval.search.{name}={list(getattr(self, name))}"
+                    )
+                params[name] = value
+        if self.learning_rate:
+            low, high = self.learning_rate
+            if not low <= ppo.learning_rate <= high:
+                raise ValueError(
+                    f"eval.search.run_first: the run's ppo.learning_rate={ppo.learning_rate:g} "
+                    f"is outside eval.search.learning_rate=[{low:g}, {high:g}]"
+                )
+            params["learning_rate"] = ppo.learning_rate
+        if self.reset:
+            if [] not in [list(r) for r in self.reset]:
+                raise ValueError(
+                    "eval.search.run_first: the run's procedure resets nothing, so "
+                    "eval.search.reset must list [] among its choices"
+                )
+            params["reset"] = []
+        return params
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid eval.search field."""
@@ -168,8 +202,9 @@ class EvalConfig:
     """Processes for adaptation jobs and joint baselines (spawned, 1 torch thread each);
     1: everything in this process. Results are the same for any number."""
     batched: bool = False
-    """Adapt the jobs that share a procedure in lockstep, stacked into one network, in this
-    process (native tasks; eval.workers and runtime are then not used for adaptations)."""
+    """Adapt the jobs that share a procedure in lockstep, stacked into one network (native
+    tasks); with eval.workers > 1 and runtime=local each worker process trains its share of
+    every stack, with runtime=ray or batched the stacks train in this process."""
     out_dir: str | None = None
     """Where the results go; null: <results_dir>/<run_id>/eval for one run, and
     <results_dir>/eval_<id>+<id>+... for several."""

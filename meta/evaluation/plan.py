@@ -102,6 +102,8 @@ def plan_eval(cli: Config, run_id: str) -> EvalPlan:
         refuse_builds("eval.batched=true", run.env.backend, "drop eval.batched", trained=True)
     if cli.runtime.stack:
         refuse_builds("runtime.stack=true", run.env.backend, "drop runtime.stack", trained=True)
+    if cli.eval.search is not None and cli.eval.search.run_first:
+        cli.eval.search.run_procedure(run.ppo)
     setting = Setting(run, cli.eval, cli.seed, cli.torch_device)
     labels = [setting.label(a) for a in cli.eval.adaptation]
     if len(set(labels)) != len(labels):

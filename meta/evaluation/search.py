@@ -11,13 +11,15 @@ scores, to be minimised,
 which orders trials by steps-to-80 first and by AUC among equal steps (steps differ by whole env
 steps, 1 - AUC is below 1), as selection.rank does. A proposal a study already tried is scored
 from the measurements it had, not adapted again. TPE proposes at random for its first
-min(10, trials // 2) trials (at least 1), then from the scores so far. Trials of all studies
+min(10, trials // 2) trials (at least 1), then from the scores so far; with run_first every
+start's first trial is the run's own PPO settings instead of a random one. Trials of all studies
 run a round at a time, so that parallel workers have every study's jobs at once.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 import zlib
 from collections import defaultdict
 from collections.abc import Sequence
@@ -81,6 +83,13 @@ class Search:
                 n_startup_trials=startup, seed=sampler_seed(space.seed, key)
             )
             self.studies[key] = optuna.create_study(direction="minimize", sampler=sampler)
+            if space.run_first:
+                first = space.run_procedure(self.setting.run.ppo)
+                if "reset" in first:
+                    first["reset"] = NO_RESET
+                with warnings.catch_warnings():  # optuna 2.10 marks enqueue_trial experimental
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    self.studies[key].enqueue_trial(first)
 
     @property
     def space(self) -> SearchConfig:

@@ -49,6 +49,7 @@ def test_defaults() -> None:
         "max_step": 100.0,
         "shaping": 1.0,
         "motor_rotation": 0.0,
+        "hidden_velocity": 0.0,
         "hidden_goal": 0.0,
         "goal_x": 0.5,
         "goal_y": 0.5,

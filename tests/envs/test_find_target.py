@@ -64,6 +64,18 @@ def test_motor_rotation_changes_dynamics_not_observation_layout() -> None:
     assert plain.behavior_specs[B] == turned.behavior_specs[B]
 
 
+@pytest.mark.parametrize("family", ["FindTarget", "CarryObject"])
+def test_hidden_velocity_hides_the_last_move_and_nothing_else(family: str) -> None:
+    shown = envs.make(family, seed=4, motor_rotation=90)
+    hidden = envs.make(family, seed=4, motor_rotation=90, hidden_velocity=1)
+    for env in (shown, hidden):
+        env.set_actions(B, act([[1.0, 0.0]]))
+        env.step()
+    a, b = shown.get_steps(B)[0].obs[0], hidden.get_steps(B)[0].obs[0]
+    assert np.abs(a[:, 2:4]).max() > 0.5 and np.array_equal(b[:, 2:4], np.zeros_like(b[:, 2:4]))
+    assert np.array_equal(np.delete(a, [2, 3], axis=1), np.delete(b, [2, 3], axis=1))
+
+
 def test_walls_stop_the_agent() -> None:
     env = envs.make("FindTarget", agent_speed=2.0, max_step=1000)
     for _ in range(10):

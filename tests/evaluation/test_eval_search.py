@@ -84,3 +84,41 @@ def test_bad_search_options_are_refused(
     cfg = tiny_config("run_id=s", *TINY_EVAL, "eval=search", *overrides)
     with pytest.raises(ValueError, match=message):
         cfg.eval.validate()
+
+
+def test_run_first_makes_the_runs_own_procedure_every_starts_first_trial(
+    tiny_config: Factory,
+) -> None:
+    train(tiny_config("meta.steps=1"), "s")
+    first = ["eval.search.run_first=true", "eval.search.learning_rate=[0.0001,0.03]"]
+    cfg = tiny_config("run_id=s", *TINY_EVAL, *SPACE, *first, "eval.joint_run_id=s")
+    evaluate(plan_eval(cfg, "s"))
+    rows = read_csv(Path(cfg.results_dir) / "s" / "eval" / "selection.csv")
+    opening = {r["adaptation"] for r in rows if r["trial"] == "0"}
+    # the tiny run's Adam 3e-4 and 1 epoch; the buffer, not searched here, is eval.buffer_size
+    assert opening == {"adam lr=0.0003 buffer=128 epochs=1"}, opening
+    assert {r["adaptation"] for r in rows if r["trial"] != "0"} - opening  # then it searches
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ([], r"the run's ppo.learning_rate=0.0003 is outside eval.search.learning_rate"),
+        (
+            ["eval.search.learning_rate=[0.0001,0.03]", "eval.search.num_epoch=[2,3]"],
+            r"the run's ppo.num_epoch=1 is not among eval.search.num_epoch=\[2, 3\]",
+        ),
+        (
+            ["eval.search.learning_rate=[0.0001,0.03]", "eval.search.reset=[[critic]]"],
+            r"eval.search.reset must list \[\] among its choices",
+        ),
+    ],
+)
+def test_run_first_refuses_a_run_whose_procedure_is_outside_the_space(
+    tiny_config: Factory, overrides: list[str], message: str
+) -> None:
+    train(tiny_config("meta.steps=1"), "s")
+    cfg = tiny_config("run_id=s", *TINY_EVAL, *SPACE, "eval.search.run_first=true", *overrides)
+    with pytest.raises(ValueError, match=message):
+        plan_eval(cfg, "s")
+    assert not (Path(cfg.results_dir) / "s" / "eval").exists()

@@ -1,0 +1,40 @@
+"""experiments/study.py's study.json: what a committed study folder says about its tuning."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _study_module():
+    spec = importlib.util.spec_from_file_location("study_script", ROOT / "experiments/study.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _describe(config: str) -> dict:
+    study = OmegaConf.to_container(OmegaConf.load(ROOT / "experiments" / config))
+    return _study_module().describe(study, [0, 1, 2, 3, 4], ["a", "a_fomaml"], 61.4)
+
+
+def test_a_search_study_records_its_trials_per_start_and_its_selection_split():
+    record = _describe("hidden_goal_small_search.yaml")
+    assert record["search_trials_per_start"] == 16
+    assert record["first_trial_is_the_runs_procedure"] is False
+    assert "grid" not in record
+    assert record["selection_split"] == "validation"
+    assert record["meta_training_seeds"] == [0, 1, 2, 3, 4]
+    assert record["wall_seconds"] == 61
+
+
+def test_a_grid_study_records_its_procedures_instead():
+    record = _describe("hidden_goal_small_batched.yaml")
+    assert "search_trials_per_start" not in record
+    assert record["grid"].count("{") == 5  # the five procedures listed
+    assert record["selection_split"] == "train"
