@@ -11,8 +11,10 @@ machine is fast or loaded.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +77,17 @@ def signal_within(proc: subprocess.Popen[str], sig: int, delay: float, since: fl
         time.sleep(POLL_S)
     proc.send_signal(sig)
     proc.send_signal(signal.SIGCONT)
+    threading.Thread(target=_continue_stops, args=(proc.pid,), daemon=True).start()
+
+
+def _continue_stops(pid: int) -> None:
+    """Continue the process whenever it stops, until it ends. A signal sent just as it stops
+    itself at its fault point reaches the interpreter, whose handler runs only once the
+    process runs again: without this it would hold still for ever, the signal unhandled."""
+    while (now := state(pid)) not in ("Z", ""):
+        if now in ("T", "t"):
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
 
 
 def life(proc: subprocess.Popen[str], since: float) -> float:
