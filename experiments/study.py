@@ -84,12 +84,14 @@ def describe(study: dict, seeds: list[int], learners: list[str], wall: float) ->
     """What a committed study folder says about itself: seeds, starts' tuning, wall time."""
     evaluate = dict(o.split("=", 1) for o in study["eval"] if "=" in o)
     search = "eval=search" in study["eval"] or any(k.startswith("eval.search") for k in evaluate)
-    tuning: dict[str, object] = {
-        "search_trials_per_start": int(evaluate.get("eval.search.trials", 8)),
-        "first_trial_is_the_runs_procedure": evaluate.get("eval.search.run_first") == "true",
-    }
-    if not search:
-        tuning = {"grid": evaluate.get("eval.adaptation", "[{}]")}
+    tuning: dict[str, object] = (
+        {
+            "search_trials_per_start": int(evaluate.get("eval.search.trials", 8)),
+            "first_trial_is_the_runs_procedure": evaluate.get("eval.search.run_first") == "true",
+        }
+        if search
+        else {"grid": evaluate.get("eval.adaptation", "[{}]")}
+    )
     return {
         "run_id": study["run_id"],
         "meta_training_seeds": seeds,

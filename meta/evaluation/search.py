@@ -77,16 +77,16 @@ class Search:
     def __post_init__(self) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         space = self.space
+        first = space.run_procedure(self.setting.run.ppo) if space.run_first else None
+        if first is not None and "reset" in first:
+            first["reset"] = NO_RESET  # the choice's name, as propose reads it
+        startup = min(10, max(1, space.trials // 2))  # Optuna's 10, or half the trials
         for key in self.keys:
-            startup = min(10, max(1, space.trials // 2))  # Optuna's 10, or half the trials
             sampler = optuna.samplers.TPESampler(
                 n_startup_trials=startup, seed=sampler_seed(space.seed, key)
             )
             self.studies[key] = optuna.create_study(direction="minimize", sampler=sampler)
-            if space.run_first:
-                first = space.run_procedure(self.setting.run.ppo)
-                if "reset" in first:
-                    first["reset"] = NO_RESET
+            if first is not None:
                 with warnings.catch_warnings():  # optuna 2.10 marks enqueue_trial experimental
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                     self.studies[key].enqueue_trial(first)
