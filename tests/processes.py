@@ -11,6 +11,7 @@ machine is fast or loaded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -86,7 +87,8 @@ def _continue_stops(pid: int) -> None:
     process runs again: without this it would hold still for ever, the signal unhandled."""
     while (now := state(pid)) not in ("Z", ""):
         if now in ("T", "t"):
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # it ended since
+                os.kill(pid, signal.SIGCONT)
         time.sleep(0.01)
 
 
