@@ -111,8 +111,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--trainers", nargs="+", default=[MLAGENTS, "ppo=mlagents", "default"])
+    parser.add_argument(
+        "--reuse",
+        nargs="+",
+        default=[],
+        metavar="TRAINER",
+        help="trainers whose curves are read from <out>/curves.csv, not trained",
+    )
     args = parser.parse_args()
-    unknown = [t for t in args.trainers if t != MLAGENTS and t not in OURS]
+    unknown = [t for t in args.trainers + args.reuse if t != MLAGENTS and t not in OURS]
     if unknown:
         parser.error(f"unknown trainer {unknown[0]!r} (known: {MLAGENTS}, {', '.join(OURS)})")
     if args.seeds < 1 or args.jobs < 1:
@@ -132,6 +139,7 @@ def main() -> None:
         walls = list(pool.map(lambda run: train(run, work, learn), runs))
     total = time.monotonic() - started
     curves = {run: read_curve(run, work) for run in runs}
+    curves.update(reused(args.out / "curves.csv", args.reuse, args.tasks, args.seeds))
     write_outputs(args.out, curves)
     print(f"wall time: {total:.0f} s for {sum(w > 0 for w in walls)} runs trained now")
     report_walls(runs, work)
@@ -172,6 +180,24 @@ def train(run: Run, work: Path, learn: Path | None) -> float:
     return wall
 
 
+def reused(
+    path: Path, trainers: Sequence[str], tasks: Sequence[str], seeds: int
+) -> dict[Run, dict[int, tuple[float, float]]]:
+    """The curves of `trainers` as an earlier comparison wrote them to `path`."""
+    if not trainers:
+        return {}
+    curves: dict[Run, dict[int, tuple[float, float]]] = defaultdict(dict)
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            if row["trainer"] in trainers and row["task"] in tasks and int(row["seed"]) <= seeds:
+                run = Run(row["task"], row["trainer"], int(row["seed"]))
+                curves[run][int(row["steps"])] = (float(row["reward"]), float(row["success"]))
+    missing = [(t, r) for t in tasks for r in trainers if Run(t, r, seeds) not in curves]
+    if missing:
+        raise SystemExit(f"{path} has no {missing[0][1]} curve of {missing[0][0]} seed {seeds}")
+    return dict(curves)
+
+
 def events(run: Run, work: Path) -> list[Path]:
     """The run's TensorBoard event files that hold its curve."""
     base = work / "results" / run.run_id
@@ -192,10 +218,18 @@ def read_curve(run: Run, work: Path) -> dict[int, tuple[float, float]]:
             if tag in accumulator.Tags()["scalars"]:
                 values[tag].update({e.step: e.value for e in accumulator.Scalars(tag)})
     steps = [BUFFER * k for k in range(1, BUFFERS + 1)]
-    missing = [s for s in steps if s not in values[reward_tag]]
+    logged = sorted(values[reward_tag])
+    # with ppo.buffer_assembly=pieces a buffer is a little over 10,240 steps: a point is the
+    # buffer whose steps include it, as mlagents-learn's summary is of the steps up to it
+    at = {s: next((x for x in logged if x >= s), None) for s in steps}
+    missing = [s for s, x in at.items() if x is None]
     if missing:
         raise SystemExit(f"{run.run_id}: no {reward_tag} at step {missing[0]} in its events")
-    return {s: (values[reward_tag][s], values[success_tag].get(s, float("nan"))) for s in steps}
+    return {
+        s: (values[reward_tag][x], values[success_tag].get(x, float("nan")))
+        for s, x in at.items()
+        if x is not None
+    }
 
 
 def label(step: int) -> int:

@@ -15,6 +15,7 @@ RATIOS = ("joint", "per_dimension")
 ENTROPIES = ("sum", "mean")
 ADVANTAGE_NORMALIZATIONS = ("minibatch", "buffer")
 SCHEDULE_TIMINGS = ("before_buffer", "after_buffer")
+BUFFER_ASSEMBLIES = ("steps", "pieces")
 POLICY_LOSS_STATS = ("signed", "absolute")
 
 
@@ -143,6 +144,11 @@ class PPOConfig:
     schedule_timing: str = "before_buffer"
     """When an update reads its scheduled values: `before_buffer` (at the steps done before its
     buffer is collected) or `after_buffer` (ML-Agents: after the buffer's steps are counted)."""
+    buffer_assembly: str = "steps"
+    """`steps` (each buffer `ceil(buffer_size / agents)` steps of every agent) or `pieces`
+    (ML-Agents: an update once the trajectory pieces completed since the last one, each cut at
+    `time_horizon` or an episode's end, hold more than `buffer_size` steps; what an agent has
+    begun carries over to the next buffer)."""
     normalizer_prior: int = 0
     """Observations at mean 0 and variance 1 a fresh normaliser starts from (ML-Agents: 1)."""
     action_scale: float = 1.0
@@ -194,6 +200,7 @@ class PPOConfig:
             ("entropy", ENTROPIES),
             ("advantage_normalization", ADVANTAGE_NORMALIZATIONS),
             ("schedule_timing", SCHEDULE_TIMINGS),
+            ("buffer_assembly", BUFFER_ASSEMBLIES),
             ("policy_loss_stat", POLICY_LOSS_STATS),
         ):
             if getattr(self, name) not in choices:

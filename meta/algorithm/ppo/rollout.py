@@ -67,11 +67,21 @@ class Rollout:
     """1 where the recursion stops after t: episode end or a trajectory cut at time_horizon."""
     bootstrap: Bootstrap | None = None
     """What the values are estimated from, to estimate them again (revalued)."""
+    valid: torch.Tensor | None = None
+    """(T, n) bool: the steps that are the buffer's (None: all). Assembled from pieces
+    (meta.algorithm.ppo.pieces), the others are steps an agent took before its first piece
+    of the buffer or after its last, there only so that every tensor stays (T, n)."""
 
     @property
     def num_steps(self) -> int:
         """Agent-steps in the buffer."""
-        return self.rewards.numel()
+        return self.rewards.numel() if self.valid is None else int(self.valid.sum())
+
+    def buffer_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """A (T, n, ...) column of this buffer as rows (num_steps, ...), the buffer's only."""
+        if self.valid is None:
+            return x.reshape(self.rewards.numel(), *x.shape[2:])
+        return x[self.valid]
 
 
 @dataclass

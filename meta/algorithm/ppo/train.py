@@ -22,6 +22,7 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import make_optimizer
 from meta.algorithm.ppo.optim import Optimizer
+from meta.algorithm.ppo.pieces import PieceCollector
 from meta.algorithm.ppo.policy import Policy, make_policy
 from meta.algorithm.ppo.rollout import (
     Collector,
@@ -103,8 +104,9 @@ def train(run: PPORun) -> dict[str, float]:
     optimizer, schedule, generator = run.begin()
     cfg, timers = run.cfg, run.timers
     collector = Collector(run.env, BEHAVIOR_NAME, run.policy, generator, cfg.time_horizon, timers)
+    assembled = PieceCollector(collector, run.policy, cfg) if pieces(cfg) else collector
     history, steps = run_updates(
-        collector,
+        assembled,
         run.policy,
         optimizer,
         cfg,
@@ -155,6 +157,7 @@ def run_updates(
     """
     keep_freed_memory()
     horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
+    by_pieces = isinstance(collector, PieceCollector)
     worker, update_threads = _update_threads(collector.device)
     steps, history = 0, []
     try:
@@ -165,12 +168,15 @@ def run_updates(
             if cfg.schedule_timing == "after_buffer":
                 current = schedule(steps)
             with timers.scope("update"), torch_threads(update_threads):
-                if cfg.ratio == "per_dimension":
-                    rollout = dimension_log_probs(policy, rollout)
+                if cfg.ratio == "per_dimension" and not by_pieces:
+                    rollout = dimension_log_probs(policy, rollout)  # pieces: as they were acted
                 if policy.normalize:
                     policy.normalizer.prime(cfg.normalizer_prior)
-                    obs = rollout.obs.reshape(rollout.num_steps, -1)
+                    obs = rollout.buffer_rows(rollout.obs)
                     policy.normalizer.update(obs.to(collector.device))
+                if policy.normalize or by_pieces:
+                    # pieces: what an agent began before the last update was valued by the
+                    # policy before it; ML-Agents values a piece once it is complete
                     rollout = revalued(rollout, policy)
                 update = ppo_update(policy, optimizer, rollout, cfg, current, generator, worker)
             history.append(update)
@@ -180,6 +186,11 @@ def run_updates(
         if worker is not None:
             worker.shutdown()
     return history, steps
+
+
+def pieces(cfg: PPOConfig) -> bool:
+    """Whether buffers are assembled from trajectory pieces, as ML-Agents does."""
+    return cfg.buffer_assembly == "pieces"
 
 
 def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:

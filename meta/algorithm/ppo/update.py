@@ -70,12 +70,11 @@ def flat_buffer(
 
     Features are the observations normalised once: the normaliser only moves between updates.
     """
-    n = rollout.num_steps
     device = next(policy.parameters()).device
     with torch.no_grad():
-        features = policy.features(rollout.obs.reshape(n, -1).to(device))
+        features = policy.features(rollout.buffer_rows(rollout.obs).to(device))
     columns = (rollout.actions, rollout.log_probs, rollout.values, advantages, returns)
-    actions, log_probs, values, adv, ret = (x.reshape(n, *x.shape[2:]).to(device) for x in columns)
+    actions, log_probs, values, adv, ret = (rollout.buffer_rows(x).to(device) for x in columns)
     return Minibatch(features, actions, log_probs, values, adv, ret)
 
 
@@ -144,7 +143,9 @@ def ppo_update(
         EPSILON: hyper.epsilon,
         APPROX_KL: approx_kl,
         CLIP_FRACTION: clip_fraction,
-        EXPLAINED_VARIANCE: explained_variance(rollout.values, returns),
+        EXPLAINED_VARIANCE: explained_variance(
+            rollout.buffer_rows(rollout.values), rollout.buffer_rows(returns)
+        ),
     }
 
 

@@ -52,6 +52,8 @@ def ghost_train(run: PPORun, state: SelfPlayState | None = None) -> GhostOutcome
     `state` continues a ghost (snapshots, opponent, counters, ELO) or, with only an "elo",
     starts one from the policy's weights at that rating.
     """
+    if run.cfg.buffer_assembly == "pieces":
+        raise ValueError("ppo.buffer_assembly=pieces: games of teams collect whole buffers")
     optimizer, schedule, generator = run.begin()
     policy, cfg = run.policy, run.cfg
     ghost = ghost_for(cfg, policy, state, run.seed, first_team(run.env))

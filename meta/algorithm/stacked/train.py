@@ -43,6 +43,8 @@ def stackable(request: TrainRequest) -> str | None:
         return "it is a chunk of a longer run"
     if request.ppo.ratio == "per_dimension":
         return "ppo.ratio=per_dimension"
+    if request.ppo.buffer_assembly == "pieces":
+        return "ppo.buffer_assembly=pieces"
     if len(request.tasks) != 1:
         return "its areas are split across several tasks"
     return None

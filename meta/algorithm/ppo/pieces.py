@@ -1,0 +1,97 @@
+"""ML-Agents' buffer assembly (`ppo.buffer_assembly=pieces`): buffers of whole trajectory pieces.
+
+ML-Agents cuts each agent's trajectory into pieces at `time_horizon` steps or at the end of an
+episode, adds a piece to the update buffer once it is complete, and updates as soon as the
+buffer holds more than `buffer_size` steps; what an agent has begun since its last cut goes
+into the next buffer, acted by the policy before the update. Every agent still steps as one
+array here: the collector steps all agents until the completed pieces exceed `buffer_size`,
+and the buffer is the (T, n) window of those steps with a mask of each agent's pieces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from meta.algorithm.ppo.config import PPOConfig
+from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.rollout import Bootstrap, Collector, Rollout
+from meta.algorithm.ppo.update import dimension_log_probs
+
+COLUMNS = ("obs", "actions", "log_probs", "values", "rewards", "next_values", "boundaries")
+
+
+class PieceCollector:
+    """A Collector's steps assembled into buffers of whole pieces, as ML-Agents' trainer does."""
+
+    def __init__(self, collector: Collector, policy: Policy, cfg: PPOConfig) -> None:
+        self.collector, self.policy = collector, policy
+        self.buffer_size = cfg.buffer_size
+        self.per_dimension = cfg.ratio == "per_dimension"
+        self.carry: Rollout | None = None
+        """The steps after every agent's last cut, for the next buffer."""
+        self.first = np.zeros(collector.num_agents, np.int64)
+        """Per agent, its first step of the next buffer within `carry`."""
+
+    @property
+    def num_agents(self) -> int:
+        """Agents stepped per environment step."""
+        return self.collector.num_agents
+
+    @property
+    def device(self) -> torch.device:
+        """Where the policy acts."""
+        return self.collector.device
+
+    def collect(self, steps: int) -> Rollout:
+        """The next buffer: steps until the pieces completed exceed buffer_size (`steps`, the
+        fixed assembly's horizon, is not used). Its values are those of the acting policy."""
+        n = self.num_agents
+        parts = [] if self.carry is None else [self.carry]
+        window = sum(len(p.rewards) for p in parts)
+        last = self.first - 1  # per agent, its last cut in the window
+        while int((last - self.first + 1).sum()) <= self.buffer_size:
+            begun = window * n - int(self.first.sum())
+            # no step can complete more than what has begun, so these steps cannot end it
+            ahead = max((self.buffer_size - begun) // n + 1, 1)
+            part = self.collector.collect(ahead)
+            if self.per_dimension:
+                part = dimension_log_probs(self.policy, part)  # by the policy that acted
+            cuts = part.boundaries.numpy() > 0
+            latest = window + ahead - 1 - np.argmax(cuts[::-1], axis=0)
+            last = np.where(cuts.any(axis=0), latest, last)
+            parts.append(part)
+            window += ahead
+        whole = concat(parts)
+        t = np.arange(window)[:, None]
+        valid = (t >= self.first) & (t <= last)
+        start = int((last + 1).min())
+        self.carry = time_slice(whole, start) if start < window else None
+        self.first = last + 1 - start
+        return replace(whole, valid=torch.from_numpy(valid))
+
+
+def concat(parts: list[Rollout]) -> Rollout:
+    """Consecutive rollouts of the same agents as one, along time."""
+    if len(parts) == 1:
+        return parts[0]
+    columns = {name: torch.cat([getattr(p, name) for p in parts]) for name in COLUMNS}
+    offsets = np.cumsum([0, *(len(p.rewards) for p in parts)])
+    boots = [p.bootstrap for p in parts if p.bootstrap is not None]
+    assert len(boots) == len(parts)
+    pieces = [
+        (t + int(o), i, obs) for b, o in zip(boots, offsets, strict=False) for t, i, obs in b.pieces
+    ]
+    ended = np.concatenate([b.ended for b in boots])
+    return Rollout(**columns, bootstrap=Bootstrap(boots[-1].last_obs, ended, pieces))
+
+
+def time_slice(rollout: Rollout, start: int) -> Rollout:
+    """The rollout from step `start` on."""
+    b = rollout.bootstrap
+    assert b is not None
+    columns = {name: getattr(rollout, name)[start:] for name in COLUMNS}
+    pieces = [(t - start, i, obs) for t, i, obs in b.pieces if t >= start]
+    return Rollout(**columns, bootstrap=Bootstrap(b.last_obs, b.ended[start:], pieces))
