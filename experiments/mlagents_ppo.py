@@ -13,10 +13,13 @@ no environment parameters sent), ours on the native task with the same parameter
 family's defaults, the ones the build uses when none are sent; the build serves that native
 task step for step). Settings: batch 1024, buffer 10240, lr 3e-4, beta 5e-3, epsilon 0.2,
 lambd 0.95, 3 epochs, 2 x 128, normalize false, time horizon 64, gamma 0.99, all three
-schedules linear to the run's end. Reward and success per 10,240 steps are read from each
-run's TensorBoard events. A run that finished in `--work` (its `.wall` file) is not run again, so an
-interrupted comparison continues. Writes `<out>/curves.csv` (every run's points),
-`<out>/summary.csv` (mean, min, max over seeds), `<out>/<task>.png` and prints the band check:
+schedules linear to the run's end. Ours is one `meta=single` training of the whole run
+(`meta.steps=1`), as mlagents-learn trains. Reward and success per 10,240 steps are read from
+mlagents-learn's TensorBoard events and from our inner_updates.csv (each update's steps and
+the mean return and success of the episodes its buffer finished). A run that finished in
+`--work` (its `.wall` file) is not run again, so an interrupted comparison continues. Writes
+`<out>/curves.csv` (every run's points), `<out>/summary.csv` (mean, min, max over seeds),
+`<out>/<task>.png` and prints the band check:
 is each trainer's mean inside mlagents-learn's seed band (min..max) at every point from 30k?
 Trainers `ablate-<row>` are `ppo=mlagents` with one row of docs/mlagents-fidelity.md set to
 the default's behaviour (see ABLATIONS).
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import re
 import shutil
@@ -54,6 +58,7 @@ OURS = {
 }
 ABLATIONS = {
     "1 schedule_timing": ["ppo.schedule_timing=before_buffer"],
+    "2 buffer_assembly": ["ppo.buffer_assembly=steps"],
     "3 max_grad_norm": ["ppo.max_grad_norm=0.5"],
     "4 advantage_normalization": ["ppo.advantage_normalization=minibatch"],
     "5 ratio": ["ppo.ratio=joint"],
@@ -81,10 +86,7 @@ behaviors:
 env_settings: {{num_areas: {AREAS}}}
 """
 REWARD = "Environment/Cumulative Reward"
-TAGS = {
-    MLAGENTS: (REWARD, "Environment/Success"),
-    "ours": (f"EnvSteps/{REWARD}", "EnvSteps/Meta/Success Rate"),
-}
+SUCCESS = "Environment/Success"
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,10 @@ def train(run: Run, work: Path, learn: Path | None) -> float:
         task = f"[{{name: {run.task}, weight: 1.0, params: {{{TASK_PARAMS[run.task]}}}}}]"
         command = [sys.executable, "-m", "meta", "meta=single", *OURS[run.trainer]]
         command += ["logger=quiet", f"results_dir={results}", f"run_id={run.run_id}"]
-        command += [f"seed={run.seed}", f"meta.steps={BUFFERS}", f"ppo.max_steps={BUFFER}"]
+        # one training of the whole run, as mlagents-learn trains: its environment and what an
+        # agent has begun carry from buffer to buffer (meta=single's chunks start afresh)
+        command += [f"seed={run.seed}", "meta.steps=1", f"ppo.max_steps={BUFFERS * BUFFER}"]
+        command += ["logger.per_update_csv=true"]
         command += ["network.normalize=false", f"env.num_areas={AREAS}", f"meta.tasks={task}"]
         env = {**os.environ, **single, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, capture_output=True, text=True, cwd=work, env=env)
@@ -199,37 +204,54 @@ def reused(
 
 
 def events(run: Run, work: Path) -> list[Path]:
-    """The run's TensorBoard event files that hold its curve."""
+    """mlagents-learn's TensorBoard event files that hold its curve."""
     base = work / "results" / run.run_id
-    where = base / "Brain" if run.trainer == MLAGENTS else base / "tensorboard" / "env_steps"
-    return sorted(where.glob("events.out.tfevents.*")) if (base / "run_logs").exists() else []
+    return sorted((base / "Brain").glob("events.out.tfevents.*"))
 
 
 def read_curve(run: Run, work: Path) -> dict[int, tuple[float, float]]:
-    """Step -> (mean reward, success) at every 10,240 steps, from the run's events."""
+    """Step -> (mean reward, success) at every 10,240 steps: mlagents-learn's summaries from its
+    events, ours from the updates of its one training (inner_updates.csv)."""
+    steps = [BUFFER * k for k in range(1, BUFFERS + 1)]
+    if run.trainer != MLAGENTS:
+        return _from_updates(work / "results" / run.run_id / "inner_updates.csv", steps)
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    reward_tag, success_tag = TAGS[MLAGENTS if run.trainer == MLAGENTS else "ours"]
     values: dict[str, dict[int, float]] = defaultdict(dict)
     for path in events(run, work):
         accumulator = EventAccumulator(str(path), size_guidance={"scalars": 0})
         accumulator.Reload()
-        for tag in (reward_tag, success_tag):
+        for tag in (REWARD, SUCCESS):
             if tag in accumulator.Tags()["scalars"]:
                 values[tag].update({e.step: e.value for e in accumulator.Scalars(tag)})
-    steps = [BUFFER * k for k in range(1, BUFFERS + 1)]
-    logged = sorted(values[reward_tag])
-    # with ppo.buffer_assembly=pieces a buffer is a little over 10,240 steps: a point is the
-    # buffer whose steps include it, as mlagents-learn's summary is of the steps up to it
-    at = {s: next((x for x in logged if x >= s), None) for s in steps}
-    missing = [s for s, x in at.items() if x is None]
+    missing = [s for s in steps if s not in values[REWARD]]
     if missing:
-        raise SystemExit(f"{run.run_id}: no {reward_tag} at step {missing[0]} in its events")
-    return {
-        s: (values[reward_tag][x], values[success_tag].get(x, float("nan")))
-        for s, x in at.items()
-        if x is not None
-    }
+        raise SystemExit(f"{run.run_id}: no {REWARD} at step {missing[0]} in its events")
+    return {s: (values[REWARD][s], values[SUCCESS].get(s, float("nan"))) for s in steps}
+
+
+def _from_updates(path: Path, steps: Sequence[int]) -> dict[int, tuple[float, float]]:
+    """At each point, the mean over the 10,240 steps before it, as mlagents-learn summarises:
+    each update's buffer weighted by how many of its steps fall there (with
+    ppo.buffer_assembly=pieces a buffer is a little over 10,240 steps and straddles points)."""
+    with path.open() as f:
+        rows = [(float(r["steps"]), float(r[REWARD]), float(r[SUCCESS])) for r in csv.DictReader(f)]
+    if not rows or rows[-1][0] < steps[-1]:
+        raise SystemExit(f"{path}: its updates end before step {steps[-1]}")
+    starts = [0.0, *(r[0] for r in rows[:-1])]
+    curve = {}
+    for point in steps:
+        means = []
+        for column in (1, 2):
+            parts = [
+                (min(end, point) - max(start, point - BUFFER), row[column])
+                for start, (end, *_), row in zip(starts, rows, rows, strict=True)
+                if min(end, point) > max(start, point - BUFFER) and not math.isnan(row[column])
+            ]
+            weight = sum(w for w, _ in parts)
+            means.append(sum(w * v for w, v in parts) / weight if weight else float("nan"))
+        curve[point] = (means[0], means[1])
+    return curve
 
 
 def label(step: int) -> int:

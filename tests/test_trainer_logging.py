@@ -57,6 +57,9 @@ def test_tensorboard_has_one_point_per_meta_step_under_ml_agents_names(
     assert len(updates) == 4 * 2 and {"meta_step", "update", "Losses/Policy Loss"} <= set(
         updates[0]
     )
+    # each update's point of its training's learning curve: steps so far, its buffer's episodes
+    assert [float(u["steps"]) for u in updates] == [512.0, 1024.0] * 4
+    assert {"Environment/Cumulative Reward", "Environment/Success"} <= set(updates[0])
     # against the policy that collected, once the normaliser's statistics or the weights moved
     assert all(float(u["Policy/Approx KL"]) > 0 for u in updates)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.train import STEPS
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import Task, distance
 from meta.algorithm.request import TrainResult
@@ -49,6 +51,9 @@ UPDATE_KEYS = (
     EXPLAINED_VARIANCE,
 )
 DIAGNOSTICS = UPDATE_KEYS[-3:]
+CURVE_KEYS = (STEPS, CUMULATIVE_REWARD, SUCCESS)
+"""inner_updates.csv's learning curve: each update's steps so far, its buffer's episodes'
+return and success."""
 """Whether an update still moves the policy (and how well the critic fits), per update."""
 EXTRA_COLUMNS = (
     "algorithm",
@@ -90,7 +95,7 @@ def table_columns(
     lesson_names: Iterable[str], per_update: bool
 ) -> tuple[list[str], list[str] | None]:
     """meta_steps.csv's extra columns, and inner_updates.csv's (None: no such table)."""
-    inner = ["update", "task", *UPDATE_KEYS] if per_update else None
+    inner = ["update", "task", *UPDATE_KEYS, *CURVE_KEYS] if per_update else None
     return extra_columns(lesson_names), inner
 
 
@@ -158,6 +163,7 @@ def update_rows(step: MetaStep, table_rows: Sequence[Mapping[str, Any]]) -> list
             "update": j + 1,
             "task": row["task"],
             **{key: update[key] for key in UPDATE_KEYS},
+            **{key: update.get(key, math.nan) for key in CURVE_KEYS},
         }
         for row, result in zip(table_rows, step.results, strict=True)
         for j, update in enumerate(result.updates)

@@ -147,7 +147,8 @@ def test_a_stack_trained_by_pieces_is_bitwise_the_stack_trained_in_one(
     by_pieces = trained()
     for one, other in zip(whole, by_pieces, strict=True):
         assert all(torch.equal(one.weights[k], other.weights[k]) for k in one.weights)
-        assert one.updates == other.updates
+        # NaN where no episode ended in a buffer: compared as text, NaN equals NaN
+        assert repr(one.updates) == repr(other.updates)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import torch
 
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.rollout import Bootstrap, Collector, Rollout
+from meta.algorithm.ppo.rollout import Bootstrap, Collector, EpisodeLog, Rollout
 from meta.algorithm.ppo.update import dimension_log_probs
 
 COLUMNS = ("obs", "actions", "log_probs", "values", "rewards", "next_values", "boundaries")
@@ -44,6 +44,11 @@ class PieceCollector:
     def device(self) -> torch.device:
         """Where the policy acts."""
         return self.collector.device
+
+    @property
+    def episodes(self) -> EpisodeLog:
+        """The episodes finished so far."""
+        return self.collector.episodes
 
     def collect(self, steps: int) -> Rollout:
         """The next buffer: steps until the pieces completed exceed buffer_size (`steps`, the

@@ -48,6 +48,8 @@ __all__ = [
     "train",
 ]
 
+STEPS = "steps"
+"""An update's agent-steps of its training so far (with the buffer's)."""
 Schedule = Callable[[int], Hyper]
 """The learning rate, beta and epsilon after a number of agent-steps of the training."""
 OnUpdate = Callable[[int, dict[str, float]], None]
@@ -105,6 +107,7 @@ def train(run: PPORun) -> dict[str, float]:
     cfg, timers = run.cfg, run.timers
     collector = Collector(run.env, BEHAVIOR_NAME, run.policy, generator, cfg.time_horizon, timers)
     assembled = PieceCollector(collector, run.policy, cfg) if pieces(cfg) else collector
+    successes = SuccessLog(run.stats_channel)
     history, steps = run_updates(
         assembled,
         run.policy,
@@ -115,8 +118,9 @@ def train(run: PPORun) -> dict[str, float]:
         timers,
         run.on_update,
         run.updates,
+        successes,
     )
-    success = _success(run.stats_channel)
+    success = successes.overall()
     return summary(history, collector.episodes, success, steps, time.perf_counter() - started)
 
 
@@ -133,9 +137,28 @@ class Collecting(Protocol):
         """Where the policy acts."""
         ...
 
+    @property
+    def episodes(self) -> EpisodeLog:
+        """The episodes finished so far."""
+        ...
+
     def collect(self, steps: int) -> Rollout:
         """The next `steps` steps of every agent."""
         ...
+
+
+def buffer_stats(
+    episodes: EpisodeLog, before: int, steps: int, successes: SuccessLog | None
+) -> dict[str, float]:
+    """An update's learning-curve point: the agent-steps of its training so far, the mean
+    return and success of the episodes finished during its buffer (NaN: none), as ML-Agents'
+    summaries are of the steps since the last."""
+    success = float("nan") if successes is None else successes.buffer()
+    return {
+        STEPS: float(steps),
+        CUMULATIVE_REWARD: _mean(episodes.returns[before:]),
+        SUCCESS: success,
+    }
 
 
 def run_updates(
@@ -148,6 +171,7 @@ def run_updates(
     timers: Timers,
     on_update: OnUpdate | None = None,
     updates: int | None = None,
+    successes: SuccessLog | None = None,
 ) -> tuple[list[dict[str, float]], int]:
     """Collect a buffer and update, until cfg.max_steps agent-steps (or `updates` updates);
     the updates and the steps.
@@ -163,6 +187,7 @@ def run_updates(
     try:
         while steps < cfg.max_steps if updates is None else len(history) < updates:
             current = schedule(steps)
+            before = len(collector.episodes.returns)
             rollout = collector.collect(horizon)
             steps += rollout.num_steps
             if cfg.schedule_timing == "after_buffer":
@@ -179,6 +204,7 @@ def run_updates(
                     # policy before it; ML-Agents values a piece once it is complete
                     rollout = revalued(rollout, policy)
                 update = ppo_update(policy, optimizer, rollout, cfg, current, generator, worker)
+            update.update(buffer_stats(collector.episodes, before, steps, successes))
             history.append(update)
             if on_update is not None:
                 on_update(len(history), update)
@@ -212,12 +238,25 @@ def policy_for(env: AgentEnvironment, network: NetworkConfig, seed: int = 0) -> 
     )
 
 
-def _success(stats_channel: StatsSideChannel | None) -> float:
-    """Mean of the success stat the env reported since the training began (NaN if none)."""
-    if stats_channel is None:
-        return float("nan")
-    values = [v for v, _ in stats_channel.get_and_reset_stats().get(SUCCESS, [])]
-    return float(np.mean(values)) if values else float("nan")
+class SuccessLog:
+    """The success stat an environment reports, read buffer by buffer (NaN where none)."""
+
+    def __init__(self, channel: StatsSideChannel | None) -> None:
+        self.channel = channel
+        self.values: list[float] = []
+
+    def buffer(self) -> float:
+        """The success of the episodes reported since the last read."""
+        if self.channel is None:
+            return float("nan")
+        new = [v for v, _ in self.channel.get_and_reset_stats().get(SUCCESS, [])]
+        self.values.extend(new)
+        return _mean(new)
+
+    def overall(self) -> float:
+        """The success of every episode reported since the training began."""
+        self.buffer()
+        return _mean(self.values)
 
 
 def summary(

@@ -23,7 +23,7 @@ from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout, Timers
-from meta.algorithm.ppo.train import _success, summary
+from meta.algorithm.ppo.train import SuccessLog, buffer_stats, summary
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.stacked.network import StackedPolicy
@@ -83,6 +83,7 @@ def train_stacked(
     for channel in channels:
         if channel is not None:
             channel.get_and_reset_stats()
+    successes = [SuccessLog(channel) for channel in channels]
     collectors = [
         Collector(env, BEHAVIOR_NAME, start, g, cfg.time_horizon, timers)
         for env, start, g in zip(envs, starts, generators, strict=True)
@@ -98,6 +99,7 @@ def train_stacked(
     steps = 0
     while steps < cfg.max_steps if first.updates is None else len(histories[0]) < first.updates:
         current = [h.after(cfg, steps, cfg.max_steps) for h in hypers]
+        before = [len(c.episodes.returns) for c in collectors]
         rollouts = _collect(policy, collectors, generators, horizon, timers)
         steps += rollouts[0].num_steps
         if cfg.schedule_timing == "after_buffer":
@@ -105,13 +107,15 @@ def train_stacked(
         with timers.scope("update"):
             stats = stacked_update(policy, optimizer, rollouts, cfg, current, generators)
         for i, update in enumerate(stats):
+            update.update(buffer_stats(collectors[i].episodes, before[i], steps, successes[i]))
             histories[i].append(update)
             if len(histories[i]) in requests[i].snapshots:
                 snapshots[i][len(histories[i])] = policy.weights(i)
     wall = time.perf_counter() - started
     results = []
     for i, request in enumerate(requests):
-        stats = summary(histories[i], collectors[i].episodes, _success(channels[i]), steps, wall)
+        success = successes[i].overall()
+        stats = summary(histories[i], collectors[i].episodes, success, steps, wall)
         result = TrainResult(policy.weights(i), stats, histories[i], snapshots=snapshots[i])
         if request.meta_gradient:
             with timers.scope("meta_gradient"):
