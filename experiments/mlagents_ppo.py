@@ -124,6 +124,9 @@ def main() -> None:
     unknown = [t for t in args.trainers + args.reuse if t != MLAGENTS and t not in OURS]
     if unknown:
         parser.error(f"unknown trainer {unknown[0]!r} (known: {MLAGENTS}, {', '.join(OURS)})")
+    both = sorted(set(args.trainers) & set(args.reuse))
+    if both:
+        parser.error(f"trainer {both[0]!r} is both trained and reused: name it in one of the two")
     if args.seeds < 1 or args.jobs < 1:
         parser.error("--seeds and --jobs must be at least 1")
     learn = args.mlagents_venv / "bin" / "mlagents-learn" if args.mlagents_venv else None

@@ -1,0 +1,61 @@
+"""The comparison's reading of our curve: each point the mean over the 10,240 steps before it."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REWARD, SUCCESS = "Environment/Cumulative Reward", "Environment/Success"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "mlagents_ppo", ROOT / "experiments/mlagents_ppo.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _updates(path: Path, rows: list[tuple[float, float, float]]) -> Path:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["meta_step", "update", "steps", REWARD, SUCCESS])
+        for k, (steps, reward, success) in enumerate(rows, start=1):
+            writer.writerow([0, k, steps, reward, success])
+    return path
+
+
+def test_buffers_of_whole_steps_are_the_points_themselves(tmp_path: Path) -> None:
+    script = _script()
+    rows = [(10240.0 * k, -1.0 + 0.1 * k, 0.05 * k) for k in range(1, 4)]
+    curve = script._from_updates(_updates(tmp_path / "u.csv", rows), [10240, 20480, 30720])
+    assert curve == {
+        10240: pytest.approx((-0.9, 0.05)),
+        20480: pytest.approx((-0.8, 0.1)),
+        30720: pytest.approx((-0.7, 0.15)),
+    }
+
+
+def test_a_buffer_over_the_size_shares_its_steps_between_two_points(tmp_path: Path) -> None:
+    script = _script()
+    # buffers end at 10,624 and 21,248: the second point takes 384 steps of the first buffer
+    rows = [(10624.0, -1.0, 0.0), (21248.0, 0.0, math.nan)]
+    curve = script._from_updates(_updates(tmp_path / "u.csv", rows), [10240, 20480])
+    assert curve[10240] == pytest.approx((-1.0, 0.0))
+    assert curve[20480][0] == pytest.approx(-384 / 10240)
+    assert curve[20480][1] == pytest.approx(0.0)  # a buffer without success reported is left out
+
+
+def test_updates_that_end_before_the_last_point_are_refused(tmp_path: Path) -> None:
+    script = _script()
+    with pytest.raises(SystemExit, match="end before step 20480"):
+        script._from_updates(_updates(tmp_path / "u.csv", [(10240.0, -1.0, 0.0)]), [10240, 20480])
