@@ -52,7 +52,8 @@ class PieceCollector:
 
     def collect(self, steps: int) -> Rollout:
         """The next buffer: steps until the pieces completed exceed buffer_size (`steps`, the
-        fixed assembly's horizon, is not used). Its values are those of the acting policy."""
+        fixed assembly's horizon, is not used). Its values are those of the policies that acted,
+        the carried steps' from before the last update: estimate them again before updating."""
         n = self.num_agents
         parts = [] if self.carry is None else [self.carry]
         window = sum(len(p.rewards) for p in parts)
