@@ -51,10 +51,10 @@ UPDATE_KEYS = (
     EXPLAINED_VARIANCE,
 )
 DIAGNOSTICS = UPDATE_KEYS[-3:]
+"""Whether an update still moves the policy (and how well the critic fits), per update."""
 CURVE_KEYS = (STEPS, CUMULATIVE_REWARD, SUCCESS)
 """inner_updates.csv's learning curve: each update's steps so far, its buffer's episodes'
 return and success."""
-"""Whether an update still moves the policy (and how well the critic fits), per update."""
 EXTRA_COLUMNS = (
     "algorithm",
     "task_index",
