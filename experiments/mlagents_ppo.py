@@ -139,12 +139,12 @@ def main() -> None:
         for trainer in args.trainers
         for seed in range(1, args.seeds + 1)
     ]
+    kept = reused(args.out / "curves.csv", args.reuse, args.tasks, args.seeds)  # before training
     started = time.monotonic()
     with ThreadPoolExecutor(args.jobs) as pool:
         walls = list(pool.map(lambda run: train(run, work, learn), runs))
     total = time.monotonic() - started
-    curves = {run: read_curve(run, work) for run in runs}
-    curves.update(reused(args.out / "curves.csv", args.reuse, args.tasks, args.seeds))
+    curves = {run: read_curve(run, work) for run in runs} | kept
     write_outputs(args.out, curves)
     print(f"wall time: {total:.0f} s for {sum(w > 0 for w in walls)} runs trained now")
     report_walls(runs, work)
@@ -194,6 +194,10 @@ def reused(
     """The curves of `trainers` as an earlier comparison wrote them to `path`."""
     if not trainers:
         return {}
+    if not path.is_file():
+        raise SystemExit(
+            f"--reuse: {path} does not exist (it holds an earlier comparison's curves)"
+        )
     curves: dict[Run, dict[int, tuple[float, float]]] = defaultdict(dict)
     with path.open() as f:
         for row in csv.DictReader(f):
@@ -244,13 +248,14 @@ def _from_updates(path: Path, steps: Sequence[int]) -> dict[int, tuple[float, fl
     starts = [0.0, *(r[0] for r in rows[:-1])]
     curve = {}
     for point in steps:
+        overlaps = [
+            (min(row[0], point) - max(start, point - BUFFER), row)
+            for start, row in zip(starts, rows, strict=True)
+        ]
+        inside = [(w, row) for w, row in overlaps if w > 0]
         means = []
         for column in (1, 2):
-            parts = [
-                (min(end, point) - max(start, point - BUFFER), row[column])
-                for start, (end, *_), row in zip(starts, rows, rows, strict=True)
-                if min(end, point) > max(start, point - BUFFER) and not math.isnan(row[column])
-            ]
+            parts = [(w, row[column]) for w, row in inside if not math.isnan(row[column])]
             weight = sum(w for w, _ in parts)
             means.append(sum(w * v for w, v in parts) / weight if weight else float("nan"))
         curve[point] = (means[0], means[1])

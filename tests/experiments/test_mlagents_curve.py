@@ -59,3 +59,10 @@ def test_updates_that_end_before_the_last_point_are_refused(tmp_path: Path) -> N
     script = _script()
     with pytest.raises(SystemExit, match="end before step 20480"):
         script._from_updates(_updates(tmp_path / "u.csv", [(10240.0, -1.0, 0.0)]), [10240, 20480])
+
+
+def test_reusing_curves_from_a_comparison_that_is_not_there_is_refused(tmp_path: Path) -> None:
+    script = _script()
+    with pytest.raises(SystemExit, match=r"--reuse: .*curves\.csv does not exist"):
+        script.reused(tmp_path / "curves.csv", ["mlagents-learn"], ["FindTarget"], 5)
+    assert script.reused(tmp_path / "curves.csv", [], ["FindTarget"], 5) == {}
