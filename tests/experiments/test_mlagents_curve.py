@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from scripts import experiment
 
-ROOT = Path(__file__).resolve().parents[2]
 REWARD, SUCCESS = "Environment/Cumulative Reward", "Environment/Success"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "mlagents_ppo", ROOT / "experiments/mlagents_ppo.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return experiment("mlagents_ppo")
 
 
 def _updates(path: Path, rows: list[tuple[float, float, float]]) -> Path:

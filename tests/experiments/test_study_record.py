@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from omegaconf import OmegaConf
+from scripts import experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _study_module():
-    spec = importlib.util.spec_from_file_location("study_script", ROOT / "experiments/study.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _describe(config: str) -> dict:
     study = OmegaConf.to_container(OmegaConf.load(ROOT / "experiments" / config))
-    return _study_module().describe(study, [0, 1, 2, 3, 4], ["a", "a_fomaml"], 61.4)
+    return experiment("study").describe(study, [0, 1, 2, 3, 4], ["a", "a_fomaml"], 61.4)
 
 
 def test_a_search_study_records_its_trials_per_start_and_its_selection_split():
