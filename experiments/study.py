@@ -146,16 +146,16 @@ def main() -> None:
     common += runtime
     run("meta-eval", "eval_main", [*common, f"eval.out_dir={out}", *evaluate])
     wall = time.perf_counter() - started
+    written = [file for file in COPIED if (out / file).is_file()]
     if not options.smoke and study.get("copy_to"):
         target = HERE / str(study.copy_to)
         target.mkdir(parents=True, exist_ok=True)
-        copied = [file for file in COPIED if (out / file).is_file()]
-        for file in copied:
+        for file in written:
             shutil.copyfile(out / file, target / file)
         record = describe(OmegaConf.to_container(study), seeds, list(learners), wall)
         (target / "study.json").write_text(json.dumps(record, indent=2) + "\n")
-        print(f"copied {', '.join(copied)} and study.json to {target}")
-    print(f"study done in {wall:.0f} s: {out} ({', '.join(COPIED)})")
+        print(f"copied {', '.join(written)} and study.json to {target}")
+    print(f"study done in {wall:.0f} s: {out} ({', '.join(written)})")
 
 
 if __name__ == "__main__":
