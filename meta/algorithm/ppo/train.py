@@ -106,7 +106,9 @@ def train(run: PPORun) -> dict[str, float]:
     optimizer, schedule, generator = run.begin()
     cfg, timers = run.cfg, run.timers
     collector = Collector(run.env, BEHAVIOR_NAME, run.policy, generator, cfg.time_horizon, timers)
-    assembled = PieceCollector(collector, run.policy, cfg) if pieces(cfg) else collector
+    assembled = (
+        PieceCollector(collector, run.policy, cfg) if cfg.buffer_assembly == "pieces" else collector
+    )
     successes = SuccessLog(run.stats_channel)
     history, steps = run_updates(
         assembled,
@@ -212,11 +214,6 @@ def run_updates(
         if worker is not None:
             worker.shutdown()
     return history, steps
-
-
-def pieces(cfg: PPOConfig) -> bool:
-    """Whether buffers are assembled from trajectory pieces, as ML-Agents does."""
-    return cfg.buffer_assembly == "pieces"
 
 
 def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:
