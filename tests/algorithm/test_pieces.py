@@ -48,8 +48,12 @@ def test_each_buffer_is_whole_pieces_just_over_buffer_size() -> None:
                 continue
             assert torch.equal(steps, torch.arange(int(steps[0]), int(steps[-1]) + 1))
             assert buffer.boundaries[steps[-1], agent] == 1.0  # it ends where a piece does
-        # it ends at its first step over the size: a piece ends at its last step
+        # it ends at its first step over the size: a piece ends at its last step, and the
+        # pieces complete one step before it do not exceed the size
         assert buffer.valid[-1].any()
+        ends = buffer.valid[:-1] & (buffer.boundaries[:-1] > 0)
+        done = torch.cumsum(ends.flip(0).int(), 0).flip(0) > 0  # at or before a piece's end
+        assert int((buffer.valid[:-1] & done).sum()) <= PIECES.buffer_size
 
 
 def test_every_step_is_in_exactly_one_buffer_or_the_carry() -> None:
