@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,7 +13,8 @@ from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo import train as ppo_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.pieces import PieceCollector, time_slice
-from meta.algorithm.ppo.rollout import Collector, Rollout
+from meta.algorithm.ppo.policy import gaussian_log_probs
+from meta.algorithm.ppo.rollout import Collector, Rollout, StepHook
 from meta.algorithm.ppo.train import PPORun, policy_for, train
 from meta.algorithm.ppo.update import dimension_log_probs
 
@@ -61,10 +63,10 @@ def test_every_step_is_in_exactly_one_buffer_or_the_carry() -> None:
     stepped = 0
     original = collector.collect
 
-    def counted(steps: int) -> Rollout:
+    def counted(steps: int, *hook: StepHook | None) -> Rollout:
         nonlocal stepped
         stepped += steps
-        return original(steps)
+        return original(steps, *hook)
 
     collector.collect = counted  # type: ignore[method-assign]
     used = sum(pieces.collect(0).num_steps for _ in range(6))
@@ -124,7 +126,7 @@ def test_a_pieces_training_is_deterministic_and_updates_on_its_buffers(
 
 def test_per_dimension_log_probs_of_carried_steps_stay_those_of_the_policy_that_acted() -> None:
     env = envs.make("FindTarget", num_areas=6, seed=4, **TASK)
-    policy = policy_for(env, NETWORK, 4)
+    policy = policy_for(env, dataclasses.replace(NETWORK, normalize=False), 4)
     collector = Collector(env, BEHAVIOR_NAME, policy, torch.Generator().manual_seed(4), 16)
     pieces = PieceCollector(collector, policy, dataclasses.replace(PIECES, ratio="per_dimension"))
     first = _until_carried(pieces)
@@ -149,3 +151,77 @@ def test_games_and_stacks_refuse_pieces_in_one_line() -> None:
     assert stackable(request) == "ppo.buffer_assembly=pieces"
     with pytest.raises(ValueError, match=r"ppo\.buffer_assembly"):
         dataclasses.replace(PIECES, buffer_assembly="episodes").validate()
+
+
+class MlagentsNormaliser:
+    """ML-Agents 1.1.0's `Normalizer` (torch_entities/networks.py) in float64, written out:
+    one observation at mean 0 and variance 1 to start, then one piece at a time."""
+
+    def __init__(self, size: int) -> None:
+        self.steps, self.mean, self.variance = 1.0, np.zeros(size), np.ones(size)
+
+    def update(self, x: np.ndarray) -> None:
+        total = self.steps + len(x)
+        to_old = x - self.mean
+        mean = self.mean + (to_old / total).sum(0)
+        self.variance = self.variance + ((x - mean) * to_old).sum(0)
+        self.mean, self.steps = mean, total
+
+    def __call__(self, x: np.ndarray) -> torch.Tensor:
+        normalised = (x - self.mean) / np.sqrt(self.variance / self.steps)
+        return torch.from_numpy(np.clip(normalised, -5.0, 5.0)).float()
+
+
+def test_each_piece_goes_into_the_normaliser_as_it_completes_and_is_valued_right_after() -> None:
+    """Replayed with ML-Agents' normaliser, a piece at a time in the order its trainer takes
+    them: the steps were acted with the statistics of their time, each piece valued with those
+    right after it went in, and the normaliser ends where ML-Agents' does."""
+    network = dataclasses.replace(NETWORK, normalizer_epsilon=0.0)
+    cfg = dataclasses.replace(PIECES, ratio="per_dimension", normalizer_prior=1)
+    env = envs.make("FindTarget", num_areas=6, seed=5, **TASK)
+    policy = policy_for(env, network, 5)
+    collector = Collector(env, BEHAVIOR_NAME, policy, torch.Generator().manual_seed(5), 16)
+    buffer = PieceCollector(collector, policy, cfg).collect(0)
+    assert buffer.valid is not None and buffer.bootstrap is not None
+    obs, (steps, n) = buffer.obs.double().numpy(), buffer.rewards.shape
+    ended, cuts = buffer.bootstrap.ended, buffer.boundaries.numpy() > 0
+    timeouts = {
+        (t, int(i)): last
+        for t, rows, lasts in buffer.bootstrap.pieces
+        for i, last in zip(rows, lasts, strict=True)
+    }
+    reference, begun, checked = MlagentsNormaliser(obs.shape[-1]), np.zeros(n, np.int64), 0
+    noise = torch.Generator().manual_seed(5)  # the collector's: the same draws, in order
+    with torch.no_grad():
+        for t in range(steps):
+            mean = policy.mean_from(reference(obs[t]))
+            sampled = mean + policy.log_std.exp() * torch.randn(mean.shape, generator=noise)
+            assert torch.allclose(buffer.actions[t], sampled, atol=1e-5)
+            acted = gaussian_log_probs(buffer.actions[t], mean, policy.log_std)
+            assert torch.allclose(buffer.log_probs[t], acted, atol=1e-5)
+            order = [*np.flatnonzero(ended[t]), *np.flatnonzero(cuts[t] & ~ended[t])]
+            for i in order:
+                reference.update(obs[begun[i] : t + 1, i])
+                values = policy.value_from(reference(obs[begun[i] : t + 1, i]))
+                assert torch.allclose(buffer.values[begun[i] : t + 1, i], values, atol=1e-5)
+                if ended[t, i] and (t, i) not in timeouts:
+                    assert buffer.next_values[t, i] == 0.0
+                else:
+                    final = timeouts.get((t, i), obs[t + 1, i] if t + 1 < steps else None)
+                    if final is None:
+                        final = buffer.bootstrap.last_obs[i].double().numpy()
+                    bootstrap = policy.value_from(reference(np.asarray(final)[None]))
+                    assert torch.allclose(buffer.next_values[t, i], bootstrap[0], atol=1e-5)
+                begun[i], checked = t + 1, checked + 1
+    assert checked > n and bool(buffer.valid[cuts].all())
+    norm = policy.normalizer
+    assert float(norm.count) == reference.steps == 1 + buffer.num_steps
+    assert np.allclose(norm.mean.numpy(), reference.mean, atol=1e-6)
+    assert np.allclose(norm.var.numpy(), reference.variance / reference.steps, atol=1e-6)
+
+
+def test_a_normalised_pieces_training_takes_each_step_into_the_normaliser_once() -> None:
+    env = envs.make("FindTarget", num_areas=6, seed=6, **TASK)
+    policy = policy_for(env, NETWORK, 6)
+    stats = train(PPORun(env, policy, dataclasses.replace(PIECES, normalizer_prior=1), 6))
+    assert float(policy.normalizer.count) == 1 + stats["steps"]

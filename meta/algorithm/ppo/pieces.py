@@ -5,7 +5,8 @@ episode, adds a piece to the update buffer once it is complete, and updates as s
 buffer holds more than `buffer_size` steps; what an agent has begun since its last cut goes
 into the next buffer, acted by the policy before the update. Every agent still steps as one
 array here: the collector steps all agents until the completed pieces exceed `buffer_size`,
-and the buffer is the (T, n) window of those steps with a mask of each agent's pieces.
+and the buffer is the (T, n) window of those steps with a mask of each agent's pieces. With
+the normaliser on, each piece goes into it as it completes (meta.algorithm.ppo.piece_values).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 
 from meta.algorithm.ppo.config import PPOConfig
+from meta.algorithm.ppo.piece_values import PieceNormaliser
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import Bootstrap, Collector, EpisodeLog, Rollout
 from meta.algorithm.ppo.update import dimension_log_probs
@@ -34,6 +36,12 @@ class PieceCollector:
         """The steps after every agent's last cut, for the next buffer."""
         self.first = np.zeros(collector.num_agents, np.int64)
         """Per agent, its first step of the next buffer within `carry`."""
+        self.normaliser = (
+            PieceNormaliser(policy, collector.num_agents, cfg.normalizer_prior)
+            if policy.normalize
+            else None
+        )
+        """With the normaliser on: the pieces taken into it one step at a time, as completed."""
 
     @property
     def num_agents(self) -> int:
@@ -52,31 +60,46 @@ class PieceCollector:
 
     def collect(self, steps: int) -> Rollout:
         """The next buffer: steps until the pieces completed exceed buffer_size (`steps`, the
-        fixed assembly's horizon, is not used). Its values are those of the policies that acted,
-        the carried steps' from before the last update: estimate them again before updating."""
-        n = self.num_agents
-        parts = [] if self.carry is None else [self.carry]
-        window = sum(len(p.rewards) for p in parts)
+        fixed assembly's horizon, is not used). Without the normaliser its values are those of
+        the policies that acted, the carried steps' from before the last update: estimate them
+        again before updating; with it, each piece comes valued as ML-Agents values it."""
+        n, normaliser = self.num_agents, self.normaliser
+        carried = [] if self.carry is None else [self.carry]
+        window = sum(len(p.rewards) for p in carried)
+        if normaliser is not None:
+            normaliser.begin(window)
+        hook = None if normaliser is None else normaliser.step
+        parts: list[Rollout] = []
         last = self.first - 1  # per agent, its last cut in the window
         while int((last - self.first + 1).sum()) <= self.buffer_size:
             begun = window * n - int(self.first.sum())
             # no step can complete more than what has begun, so these steps cannot end it
             ahead = max((self.buffer_size - begun) // n + 1, 1)
-            part = self.collector.collect(ahead)
-            if self.per_dimension:
+            part = self.collector.collect(ahead, hook)
+            if self.per_dimension and normaliser is None:
                 part = dimension_log_probs(self.policy, part)  # by the policy that acted
             cuts = part.boundaries.numpy() > 0
             latest = window + ahead - 1 - np.argmax(cuts[::-1], axis=0)
             last = np.where(cuts.any(axis=0), latest, last)
             parts.append(part)
             window += ahead
-        whole = concat(parts)
+        fresh = concat(parts)
+        if self.per_dimension and normaliser is not None:
+            fresh = normaliser.dimension_log_probs(fresh)
+        whole = concat([*carried, fresh])
         t = np.arange(window)[:, None]
-        valid = (t >= self.first) & (t <= last)
+        buffer = replace(whole, valid=torch.from_numpy((t >= self.first) & (t <= last)))
+        if normaliser is not None:
+            buffer = normaliser.valued(buffer)
         start = int((last + 1).min())
-        self.carry = time_slice(whole, start) if start < window else None
+        self.carry = time_slice(buffer, start) if start < window else None
         self.first = last + 1 - start
-        return replace(whole, valid=torch.from_numpy(valid))
+        return buffer
+
+    @property
+    def values_pieces(self) -> bool:
+        """True: the buffers come valued as ML-Agents values them, the normaliser already moved."""
+        return self.normaliser is not None
 
 
 def concat(parts: list[Rollout]) -> Rollout:

@@ -22,6 +22,9 @@ class Timers(Protocol):
     def scope(self, name: str) -> contextlib.AbstractContextManager[Any]: ...
 
 
+StepHook = Callable[[torch.Tensor, np.ndarray, np.ndarray], bool]
+"""Told of a step's observations (n, obs), the agents whose trajectory it cut (at an episode's
+end or at time_horizon) and those whose episode it ended; True if it changed the policy."""
 ValueFn = Callable[[torch.Tensor], torch.Tensor]
 """V(s) of a batch of observations, (batch,)."""
 Acted = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -131,22 +134,32 @@ class Collector:
         """Agents stepped together."""
         return len(self.agent_ids)
 
-    def collect(self, steps: int) -> Rollout:
-        """Run `steps` environment steps for every agent and return the filled buffer."""
+    def collect(self, steps: int, after_step: StepHook | None = None) -> Rollout:
+        """Run `steps` environment steps for every agent and return the filled buffer.
+
+        `after_step`, if given, is told of each step as it is taken; when it says the policy
+        changed, the next step acts with the policy as it is then.
+        """
         threads = self.threads
         if threads is None:
             threads = 1 if self.num_agents <= SERIAL_BATCH else torch.get_num_threads()
         with torch_threads(threads):
             acting = self.policy.frozen()
             stepping = self.stepping(steps, acting.value)
-            try:
-                obs = next(stepping)
-                while True:
-                    with self.timers.scope("policy_forward"):
-                        acted = acting.act(obs.to(self.device), self.generator)
-                    obs = stepping.send(acted)
-            except StopIteration as done:
-                return done.value
+            obs = next(stepping)
+            while True:
+                with self.timers.scope("policy_forward"):
+                    acted = acting.act(obs.to(self.device), self.generator)
+                try:
+                    taken, obs = obs, stepping.send(acted)
+                except StopIteration as done:
+                    if after_step is not None:
+                        after_step(obs, self.trajectory_length == 0, self.episode_length == 0)
+                    return done.value
+                if after_step is not None and after_step(
+                    taken, self.trajectory_length == 0, self.episode_length == 0
+                ):
+                    acting = self.policy.frozen()
 
     def stepping(self, steps: int, value_of: ValueFn) -> Generator[torch.Tensor, Acted, Rollout]:
         """`steps` environment steps: yields each observation, is sent the policy's (action,

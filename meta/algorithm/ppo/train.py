@@ -184,6 +184,7 @@ def run_updates(
     keep_freed_memory()
     horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
     by_pieces = isinstance(collector, PieceCollector)
+    valued = by_pieces and collector.values_pieces  # each piece taken in and valued as completed
     worker, update_threads = _update_threads(collector.device)
     steps, history = 0, []
     try:
@@ -197,11 +198,11 @@ def run_updates(
             with timers.scope("update"), torch_threads(update_threads):
                 if cfg.ratio == "per_dimension" and not by_pieces:
                     rollout = dimension_log_probs(policy, rollout)  # pieces: as they were acted
-                if policy.normalize:
+                if policy.normalize and not valued:
                     policy.normalizer.prime(cfg.normalizer_prior)
                     obs = rollout.buffer_rows(rollout.obs)
                     policy.normalizer.update(obs.to(collector.device))
-                if policy.normalize or by_pieces:
+                if (policy.normalize or by_pieces) and not valued:
                     # pieces: what an agent began before the last update was valued by the
                     # policy before it; ML-Agents values a piece once it is complete
                     rollout = revalued(rollout, policy)
