@@ -33,7 +33,13 @@ class PieceNormaliser:
         self.count = torch.zeros(agents, dtype=torch.float64)
         self.sum = torch.zeros(agents, size, dtype=torch.float64)
         self.square = torch.zeros(agents, size, dtype=torch.float64)
-        self.begin(0)
+        self.at, self.known = 0, 0
+        self.snapshots: list[tuple[torch.Tensor, torch.Tensor]] = []
+        """Every state the normaliser was in during the buffer: (states, obs) means, variances."""
+        self.acted: list[int] = []
+        """Per step taken, the snapshot it was acted with."""
+        self.ends: list[tuple[int, np.ndarray, np.ndarray]] = []
+        """Per step that completed pieces: its window step, their agents and snapshots."""
 
     def begin(self, at: int) -> None:
         """A new buffer whose first step not yet taken is window step `at`."""
@@ -41,11 +47,7 @@ class PieceNormaliser:
         norm.prime(self.prior)
         self.at = at
         self.snapshots = [(norm.mean[None].clone(), norm.var[None].clone())]
-        self.known = 1
-        self.acted: list[int] = []
-        """Per step taken, the snapshot it was acted with."""
-        self.ends: list[tuple[int, np.ndarray, np.ndarray]] = []
-        """Per step that completed pieces: its window step, their agents and snapshots."""
+        self.known, self.acted, self.ends = 1, [], []
 
     def step(self, obs: torch.Tensor, cut: np.ndarray, ended: np.ndarray) -> bool:
         """Take in the pieces a step completes (a Collector's StepHook); True if any."""
