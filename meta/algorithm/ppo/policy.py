@@ -93,8 +93,10 @@ def mlagents_initialise(actor: nn.Sequential, critic: nn.Sequential) -> None:
         for layer in (m for m in net if isinstance(m, nn.Linear)):
             nn.init.kaiming_normal_(layer.weight, nonlinearity="linear")
             nn.init.zeros_(layer.bias)
-    actor[-1].weight.mul_(0.2 / 3.0)
-    nn.init.xavier_uniform_(critic[-1].weight)
+    mean_layer, value_head = actor[-1], critic[-1]
+    assert isinstance(mean_layer, nn.Linear) and isinstance(value_head, nn.Linear)
+    mean_layer.weight.mul_(0.2 / 3.0)
+    nn.init.xavier_uniform_(value_head.weight)
 
 
 class Policy(nn.Module):

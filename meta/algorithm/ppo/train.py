@@ -184,9 +184,10 @@ def run_updates(
     keep_freed_memory()
     horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
     by_pieces = isinstance(collector, PieceCollector)
-    valued = by_pieces and collector.values_pieces  # each piece taken in and valued as completed
+    # each piece taken into the normaliser and valued as it completes
+    valued = isinstance(collector, PieceCollector) and collector.values_pieces
     worker, update_threads = _update_threads(collector.device)
-    steps, history = 0, []
+    steps, history = 0, list[dict[str, float]]()
     try:
         while steps < cfg.max_steps if updates is None else len(history) < updates:
             current = schedule(steps)
