@@ -24,7 +24,9 @@ class PieceNormaliser:
 
     It records every state the normaliser passes through during a buffer (`snapshots`), which
     state each step was acted with and which each piece was valued with, so that the buffer's
-    values and log-probabilities are computed once, batched, when it is complete.
+    values and log-probabilities are computed once, batched, when it is complete. Its
+    bookkeeping stays on the CPU, where the collector's observations are, whatever the
+    policy's device.
     """
 
     def __init__(self, policy: Policy, agents: int, prior: int) -> None:
@@ -46,7 +48,7 @@ class PieceNormaliser:
         norm = self.policy.normalizer
         norm.prime(self.prior)
         self.at = at
-        self.snapshots = [(norm.mean[None].clone(), norm.var[None].clone())]
+        self.snapshots = [(norm.mean[None].cpu().clone(), norm.var[None].cpu().clone())]
         self.known, self.acted, self.ends = 1, [], []
 
     def step(self, obs: torch.Tensor, cut: np.ndarray, ended: np.ndarray) -> bool:
@@ -62,7 +64,7 @@ class PieceNormaliser:
             return False
         rows = torch.from_numpy(agents)
         norm = self.policy.normalizer
-        seen, mean, var = float(norm.count), norm.mean.double(), norm.var.double()
+        seen, mean, var = float(norm.count), norm.mean.cpu().double(), norm.var.cpu().double()
         counts = seen + torch.cumsum(self.count[rows], 0)[:, None]
         means = (seen * mean + torch.cumsum(self.sum[rows], 0)) / counts
         squares = seen * (var + mean.square()) + torch.cumsum(self.square[rows], 0)
