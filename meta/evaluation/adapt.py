@@ -73,9 +73,13 @@ class Setting:
         return max(self.eval.budgets) * self.largest_update()
 
     def ppo(self, procedure: Procedure | None = None) -> PPOConfig:
-        """The run's PPO with the procedure's optimizer, learning rate and buffer, held constant.
+        """The run's PPO with the procedure's optimizer, learning rate and buffer; beta and
+        epsilon held constant, the learning rate too unless the procedure's schedule is linear.
 
-        An adaptation runs a number of updates (its largest budget), not of agent-steps.
+        An adaptation runs a number of updates (its largest budget), not of agent-steps. A
+        linear learning rate decays over max_steps, that largest budget's agent-steps (the
+        horizon every procedure reaches), to ML-Agents' floor: each budget measured is a
+        snapshot of that one training, part-way down its schedule.
         """
         procedure = procedure or Procedure()
         buffer = self.buffer_size(procedure)
@@ -87,7 +91,7 @@ class Setting:
             num_epoch=procedure.num_epoch or self.run.ppo.num_epoch,
             batch_size=min(procedure.batch_size or self.run.ppo.batch_size, buffer),
             max_steps=max(*self.budgets(procedure), 1) * buffer,
-            learning_rate_schedule="constant",
+            learning_rate_schedule=procedure.learning_rate_schedule or "constant",
             beta_schedule="constant",
             epsilon_schedule="constant",
         )
@@ -102,6 +106,8 @@ class Setting:
             label += f" epochs={procedure.num_epoch}"
         if procedure.batch_size is not None:
             label += f" batch={procedure.batch_size}"
+        if procedure.learning_rate_schedule is not None:
+            label += f" schedule={procedure.learning_rate_schedule}"
         if procedure.log_std is not None:
             label += f" log_std={procedure.log_std:g}"
         if procedure.reset:

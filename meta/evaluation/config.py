@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from meta.algorithm.ppo.config import OPTIMIZERS, PPOConfig
+from meta.algorithm.ppo.config import OPTIMIZERS, SCHEDULES, PPOConfig
 from meta.algorithm.resets import RESETS
+from meta.evaluation.statistics import REACHES
 
 SELECTION_SPLITS = ("validation", "train")
 """Where each start's procedure may be chosen: tasks of the training distribution, never test."""
@@ -21,7 +22,11 @@ class Procedure:
     optimizer: str | None = None
     """`adam` or `sgd`; null: the run's ppo.optimizer."""
     learning_rate: float | None = None
-    """Learning rate (constant while adapting); null: the run's ppo.learning_rate."""
+    """Learning rate (where a linear schedule starts); null: the run's ppo.learning_rate."""
+    learning_rate_schedule: str | None = None
+    """Adaptation only: `constant` or `linear` (from learning_rate to ML-Agents' floor over the
+    adaptation's largest budget, as ppo.learning_rate_schedule decays over ppo.max_steps);
+    null: constant."""
     buffer_size: int | None = None
     """Agent-steps per update; null: eval.buffer_size (pretraining: the run's ppo.buffer_size)."""
     log_std: float | None = None
@@ -55,6 +60,12 @@ class Procedure:
             )
         if self.learning_rate is not None and not self.learning_rate > 0:
             raise ValueError(f"{where}.learning_rate must be > 0, got {self.learning_rate}")
+        schedule = self.learning_rate_schedule
+        if schedule is not None and schedule not in SCHEDULES:
+            raise ValueError(
+                f"{where}.learning_rate_schedule: unknown schedule {schedule!r} "
+                f"(use one of {SCHEDULES})"
+            )
         if self.buffer_size is not None and not self.buffer_size > 0:
             raise ValueError(f"{where}.buffer_size must be > 0, got {self.buffer_size}")
         if self.log_std is not None and not math.isfinite(self.log_std):
@@ -75,6 +86,9 @@ class SearchConfig:
     """Optimizers to choose from (`adam`, `sgd`)."""
     learning_rate: list[float] = field(default_factory=list)
     """[low, high]: the learning rate, log-uniform (kept to 3 significant digits)."""
+    learning_rate_schedule: list[str] = field(default_factory=lambda: ["constant"])
+    """Learning-rate schedules to choose from (`constant`, `linear`); searched only with more
+    than one choice, so the default [constant] proposes the trials it did before."""
     buffer_size: list[int] = field(default_factory=list)
     """Agent-steps per update to choose from."""
     num_epoch: list[int] = field(default_factory=list)
@@ -85,8 +99,8 @@ class SearchConfig:
     """Fine-tuning resets to choose from, each a list (`[]`: none; see Procedure.reset)."""
     run_first: bool = False
     """Every start's first trial is the run's own PPO settings (its optimizer, learning rate,
-    buffer, epochs and minibatch, no reset), the same procedure for every start; each searched
-    field's value must lie in the space."""
+    buffer, epochs and minibatch, no reset, a constant learning rate), the same procedure for
+    every start; each searched field's value must lie in the space."""
 
     def run_procedure(self, ppo: PPOConfig) -> dict[str, object]:
         """The first trial's parameters from the run's `ppo` (run_first); ValueError naming a
@@ -116,6 +130,13 @@ class SearchConfig:
                     "eval.search.reset must list [] among its choices"
                 )
             params["reset"] = []
+        if self.learning_rate_schedule and "constant" not in self.learning_rate_schedule:
+            raise ValueError(
+                "eval.search.run_first: the run's procedure adapts at a constant learning rate, "
+                "so eval.search.learning_rate_schedule must list constant among its choices"
+            )
+        if len(self.learning_rate_schedule) > 1:  # a single choice is not searched
+            params["learning_rate_schedule"] = "constant"
         return params
 
     def validate(self) -> None:
@@ -123,10 +144,13 @@ class SearchConfig:
         if self.trials < 1:
             raise ValueError(f"eval.search.trials must be >= 1, got {self.trials}")
         choices = ("optimizer", "buffer_size", "num_epoch", "batch_size", "reset")
-        if not self.learning_rate and not any(getattr(self, name) for name in choices):
+        searched = any(getattr(self, name) for name in choices)
+        searched = searched or len(self.learning_rate_schedule) > 1
+        if not self.learning_rate and not searched:
             raise ValueError(
                 "eval.search declares an empty space: give choices for at least one of "
-                "optimizer, learning_rate, buffer_size, num_epoch, batch_size, reset"
+                "optimizer, learning_rate, buffer_size, num_epoch, batch_size, reset, "
+                "learning_rate_schedule (two or more)"
             )
         if self.learning_rate:
             if len(self.learning_rate) != 2:
@@ -138,7 +162,7 @@ class SearchConfig:
                 raise ValueError(
                     f"eval.search.learning_rate needs 0 < low < high, got [{low}, {high}]"
                 )
-        for name in choices:
+        for name in (*choices, "learning_rate_schedule"):
             values = getattr(self, name)
             if len(set(map(repr, values))) != len(values):
                 raise ValueError(f"eval.search.{name} lists a choice twice: {list(values)}")
@@ -149,6 +173,9 @@ class SearchConfig:
                 Procedure(**{name: value}).validate(f"eval.search.{name}[{i}]")
         for i, reset in enumerate(self.reset):
             Procedure(reset=list(reset)).validate(f"eval.search.reset[{i}]")
+        for i, schedule in enumerate(self.learning_rate_schedule):
+            where = f"eval.search.learning_rate_schedule[{i}]"
+            Procedure(learning_rate_schedule=schedule).validate(where)
 
 
 @dataclass
@@ -195,6 +222,10 @@ class EvalConfig:
     """Level of the confidence intervals."""
     success_target: float = 0.8
     """Steps-to-80: the first budget whose success IQM (absolute) reaches this."""
+    reach: str = "first"
+    """When a curve has reached eval.success_target, for steps-to-80 everywhere (the tables,
+    its intervals, the selection and the search): `first`, its first budget at or above it;
+    `sustained`, the first budget from which it stays at or above it at every later budget."""
     run_ids: list[str] = field(default_factory=list)
     """Meta-training runs evaluated together, one per seed (configurations equal but for
     `seed`); each gets its own joint baseline. Empty: `run_id` alone."""
@@ -245,7 +276,7 @@ class EvalConfig:
             if len(set(map(repr, entries))) != len(entries):
                 raise ValueError(f"eval.{name} lists an entry twice: {list(map(repr, entries))}")
         for i, entry in enumerate(self.joint_ppo):
-            for name in ("log_std", "reset", "num_epoch", "batch_size"):
+            for name in ("log_std", "reset", "num_epoch", "batch_size", "learning_rate_schedule"):
                 if getattr(entry, name) not in (None, []):
                     raise ValueError(
                         f"eval.joint_ppo[{i}].{name}: an adaptation setting, not a pretraining "
@@ -267,6 +298,8 @@ class EvalConfig:
             raise ValueError(f"eval.confidence must be in (0, 1), got {self.confidence}")
         if not 0.0 < self.success_target <= 1.0:
             raise ValueError(f"eval.success_target must be in (0, 1], got {self.success_target}")
+        if self.reach not in REACHES:
+            raise ValueError(f"eval.reach must be one of {REACHES}, got {self.reach!r}")
         if len(set(self.run_ids)) != len(self.run_ids):
             raise ValueError(f"eval.run_ids names a run twice: {list(self.run_ids)}")
 

@@ -189,7 +189,7 @@ def _adapt(
         every = _jobs(p, starts, [ev.selection_split], lambda *_: ev.adaptation)
         tried = _run_jobs(every, executor, bar, SELECTION)
         bar.begin(CHOICE, 1)
-        selection = select(tried, ev.selection_split, ev.success_target, **options)
+        selection = select(tried, ev.selection_split, ev.success_target, **options, reach=ev.reach)
         by_label = {p.setting.label(a): a for a in ev.adaptation}
     else:
         tried, selection, by_label = _searched(p, starts, executor, bar)

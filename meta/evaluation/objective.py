@@ -52,7 +52,9 @@ def measure_objective(config: Config, run_dir: Path) -> float | None:
         executor.close()
         if checked.cluster is not None:
             checked.cluster.close()
-    value = objective_value(measurements, config.optimized_metric, ev.budgets, ev.bootstrap_samples)
+    value = objective_value(
+        measurements, config.optimized_metric, ev.budgets, ev.bootstrap_samples, ev.reach
+    )
     write_csv((run_dir / OBJECTIVE_FILE).with_name("adaptation.csv"), measurements)
     record = {"optimized_metric": config.optimized_metric, "value": value, "splits": ev.splits}
     atomic_write_text(run_dir / OBJECTIVE_FILE, json.dumps(record, indent=2) + "\n")
@@ -60,13 +62,18 @@ def measure_objective(config: Config, run_dir: Path) -> float | None:
 
 
 def objective_value(
-    measurements: list[Measurement], name: str, budgets: list[int], samples: int = 2000
+    measurements: list[Measurement],
+    name: str,
+    budgets: list[int],
+    samples: int = 2000,
+    reach: str = "first",
 ) -> float:
-    """The metric `name` over `measurements` (families and splits pooled)."""
+    """The metric `name` over `measurements` (families and splits pooled); steps-to-80 as
+    `reach` (eval.reach) reads the curve."""
     metric, budget = parse_metric(name, budgets)
     pooled = [replace(m, split="objective") for m in pooled_families(measurements)]
     if metric == STEPS:
-        (reached,) = steps_to_target(pooled, 0.8, samples=samples)
+        (reached,) = steps_to_target(pooled, 0.8, samples=samples, reach=reach)
         if math.isfinite(reached.steps_to_80):
             return -reached.steps_to_80
         largest = max(pooled, key=lambda m: m.env_steps)

@@ -37,13 +37,17 @@ def write_outputs(
     options = {"seed": p.setting.seed, "samples": ev.bootstrap_samples}
     stats = {**options, "confidence": ev.confidence}
     bar.begin(STATISTICS, len(STATISTICS_STEPS))
-    cells = summarise(measurements, **stats, target=ev.success_target)
+    target, reach = ev.success_target, ev.reach
+    cells = summarise(measurements, **stats, target=target, reach=reach)
     bar.advance(STATISTICS)
     per_seed = [
         cell
         for run in p.runs
         for cell in summarise(
-            [m for m in measurements if m.meta_seed == run.seed], **stats, target=ev.success_target
+            [m for m in measurements if m.meta_seed == run.seed],
+            **stats,
+            target=target,
+            reach=reach,
         )
     ]
     bar.advance(STATISTICS)
@@ -55,7 +59,7 @@ def write_outputs(
             pretraining=picked[s.family, s.method][0],
             selected_on=ev.selection_split,
         )
-        for s in steps_to_target(measurements, ev.success_target, **stats)
+        for s in steps_to_target(measurements, target, **stats, reach=reach)
     ]
     bar.advance(STATISTICS)
     write_csv(p.out_dir / "selection.csv", selection)

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 import envs
 from envs.constants import BEHAVIOR_NAME
@@ -175,13 +176,25 @@ def joint_training(run: Config, eval_dir: Path, settings: Procedure | None = Non
 
 
 def _same_config(joint_dir: Path, cfg: Config) -> bool:
-    """Whether an existing joint run was trained with this configuration."""
+    """Whether an existing joint run was trained with this configuration.
+
+    The saved configuration is read as run_config reads a run's: a setting added since it was
+    written takes its default, which keeps the behaviour the run was trained with.
+    """
     path = joint_dir / CONFIG_FILE
     if not path.is_file():
         return False
-    saved = OmegaConf.to_container(OmegaConf.load(path))
+    raw = OmegaConf.to_container(OmegaConf.load(path))
+    if not isinstance(raw, dict):
+        return False
+    try:
+        schema = OmegaConf.structured(Config)
+        kept = {k: raw[k] for k in MATCHED if k in raw}
+        saved = OmegaConf.to_container(OmegaConf.merge(schema, kept))
+    except OmegaConfBaseException:
+        return False  # a setting that no longer exists, or a value it cannot take
     expected = asdict(cfg)
-    return isinstance(saved, dict) and all(saved.get(k) == expected[k] for k in MATCHED)
+    return isinstance(saved, dict) and all(saved[k] == expected[k] for k in MATCHED)
 
 
 def train_joint(joint: JointBaseline) -> str:

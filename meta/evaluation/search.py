@@ -8,6 +8,9 @@ scores, to be minimised,
 
     steps-to-80 in env steps (not reached: twice the horizon) + (1 - success AUC over the horizon)
 
+(steps-to-80 as eval.reach reads a curve: its first budget at the target, or the first from
+which it stays there)
+
 which orders trials by steps-to-80 first and by AUC among equal steps (steps differ by whole env
 steps, 1 - AUC is below 1), as selection.rank does. A proposal a study already tried is scored
 from the measurements it had, not adapted again. TPE proposes at random for its first
@@ -35,6 +38,7 @@ from meta.evaluation.statistics import Measurement
 StartKey = tuple[str, str, str]
 """(family, method, pretraining): one start's search."""
 NO_RESET = "none"
+SCHEDULE = "learning_rate_schedule"
 
 
 def propose(trial: optuna.trial.BaseTrial, space: SearchConfig) -> Procedure:
@@ -49,6 +53,14 @@ def propose(trial: optuna.trial.BaseTrial, space: SearchConfig) -> Procedure:
     for name in ("buffer_size", "num_epoch", "batch_size"):
         if getattr(space, name):
             setattr(procedure, name, int(trial.suggest_categorical(name, getattr(space, name))))
+    schedules = list(space.learning_rate_schedule)
+    if schedules:
+        # one choice is not asked for, so a space left at [constant] proposes (and records in
+        # its studies) exactly the trials it did before the field existed
+        chosen = (
+            schedules[0] if len(schedules) == 1 else trial.suggest_categorical(SCHEDULE, schedules)
+        )
+        procedure.learning_rate_schedule = None if chosen == "constant" else str(chosen)
     if space.reset:
         names = ["+".join(r) or NO_RESET for r in space.reset]
         chosen = str(trial.suggest_categorical("reset", names))
@@ -121,7 +133,8 @@ class Search:
     def row(self, key: StartKey, label: str) -> SelectionRow:
         """The selection row of one start's procedure over the common horizon."""
         rows = self.measured[key, label]
-        (row,) = select(rows, rows[0].split, self.setting.eval.success_target, **self._options())
+        ev = self.setting.eval
+        (row,) = select(rows, rows[0].split, ev.success_target, **self._options(), reach=ev.reach)
         return row
 
     def objective(self, row: SelectionRow) -> float:
@@ -150,7 +163,13 @@ class Search:
     def selection(self) -> list[SelectionRow]:
         """One row per trial, each start's best trial per family marked `selected`."""
         ev = self.setting.eval
-        rows = select(self.measurements(), ev.selection_split, ev.success_target, **self._options())
+        rows = select(
+            self.measurements(),
+            ev.selection_split,
+            ev.success_target,
+            **self._options(),
+            reach=ev.reach,
+        )
         by_candidate = {(r.family, r.method, r.pretraining, r.adaptation): r for r in rows}
         out = []
         for key in self.keys:

@@ -2,8 +2,9 @@
 
 A candidate is a start (method) with an adaptation procedure and, for joint, the PPO settings
 it was pretrained with. Per method and family, the candidate whose success IQM on the
-selection split reaches the target in the fewest env steps wins; ties go to the larger area
-under its success curve (over the env steps every candidate of the method was measured for).
+selection split reaches the target (eval.reach: first, or sustained) in the fewest env steps
+wins; ties go to the larger area under its success curve (over the env steps every candidate
+of the method was measured for).
 """
 
 from __future__ import annotations
@@ -65,24 +66,27 @@ def select(
     samples: int = 2000,
     confidence: float = 0.95,
     horizon: float | None = None,
+    reach: str = "first",
 ) -> list[SelectionRow]:
     """Every candidate on `split`, the chosen one per method and family marked `selected`.
 
     Only measurements of `split` are read: results on any other split cannot change the
     choice. `horizon`: the env steps of every AUC (None: the fewest any candidate of the
-    method was measured for).
+    method was measured for). `reach`: when a curve has reached the target (eval.reach).
     """
     groups: dict[tuple[str, Key], list[Measurement]] = defaultdict(list)
     for m in measurements:
         if m.split == split:
             groups[m.family, (m.method, m.pretraining, m.adaptation)].append(m)
-    reach: dict[tuple[str, str], float] = {}
+    span: dict[tuple[str, str], float] = {}
     curves = {key: _curve(rows) for key, rows in groups.items()}
     for (family, (method, _, _)), (x, _) in curves.items():
-        reach[family, method] = min(reach.get((family, method), math.inf), float(x[-1]))
+        span[family, method] = min(span.get((family, method), math.inf), float(x[-1]))
     out = []
     for (family, key), rows in groups.items():
-        (steps,) = steps_to_target(rows, target, seed=seed, samples=samples, confidence=confidence)
+        (steps,) = steps_to_target(
+            rows, target, seed=seed, samples=samples, confidence=confidence, reach=reach
+        )
         x, y = curves[family, key]
         out.append(
             SelectionRow(
@@ -92,7 +96,7 @@ def select(
                 steps.steps_to_80,
                 steps.ci_low,
                 steps.ci_high,
-                area(x, y, horizon or reach[family, key[0]]),
+                area(x, y, horizon or span[family, key[0]]),
                 float(y[-1]),
                 False,
             )

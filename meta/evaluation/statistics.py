@@ -18,6 +18,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 METRICS = ("mean_reward", "success")
+REACHES = ("first", "sustained")
+"""When a curve has reached the target (eval.reach): at the first budget at or above it, or at
+the first budget from which it stays at or above it at every later budget measured."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ class Cell:
     success_low: float
     success_high: float
     steps_to_80: float = math.nan
-    """Env steps of the first budget whose success IQM reaches eval.success_target; NaN: not
+    """Env steps of the budget where the success IQM reached eval.success_target (the first at
+    or above it, or with eval.reach=sustained the first from which it stays there); NaN: not
     reached (the same figure as steps_to_80.csv)."""
     meta_seeds: str = ""
     """The meta-training seeds the cell pools (`0` for one run's own cell, `0+1+2` pooled)."""
@@ -130,12 +134,32 @@ def area(x: np.ndarray, y: np.ndarray, horizon: float) -> float:
     return float(np.sum((values[1:] + values[:-1]) * np.diff(grid)) / 2.0 / horizon)
 
 
-def steps_to_threshold(steps: Sequence[float], values: Sequence[float], target: float) -> float:
-    """The first of `steps` (ascending) whose value reaches `target`; NaN when none does."""
-    for step, value in zip(steps, values, strict=True):
-        if value >= target:
-            return float(step)
-    return math.nan
+def reached_at(curves: np.ndarray, at: np.ndarray, target: float, reach: str) -> np.ndarray:
+    """Per row of (n, budgets) curves, the `at` of the budget where it reached `target` (inf).
+
+    `first`: the first budget at or above the target. `sustained`: the first budget from which
+    every later budget is at or above it too (a curve that falls below it at its last budget
+    has not reached it).
+    """
+    if reach not in REACHES:
+        raise ValueError(f"unknown reach {reach!r} (use one of {REACHES})")
+    hit = np.asarray(curves) >= target
+    if reach == "sustained":  # at or above from here to the end: a reversed running `and`
+        hit = np.logical_and.accumulate(hit[:, ::-1], axis=1)[:, ::-1]
+    return np.where(hit.any(axis=1), np.asarray(at)[hit.argmax(axis=1)], np.inf)
+
+
+def steps_to_threshold(
+    steps: Sequence[float], values: Sequence[float], target: float, reach: str = "first"
+) -> float:
+    """The one of `steps` (ascending) where `values` reached `target` (`reach`); NaN: never."""
+    if len(steps) != len(values):
+        raise ValueError(f"{len(steps)} steps for {len(values)} values")
+    if not len(steps):
+        return math.nan
+    at = np.asarray(steps, np.float64)
+    (value,) = reached_at(np.asarray(values, np.float64)[None], at, target, reach)
+    return float(value) if math.isfinite(value) else math.nan
 
 
 def _matrix(values: dict[int, dict[int, list[float]]]) -> np.ndarray:
@@ -159,6 +183,7 @@ def summarise(
     samples: int = 2000,
     confidence: float = 0.95,
     target: float = 0.8,
+    reach: str = "first",
 ) -> list[Cell]:
     """Cells per method, family, split and budget, with each curve's steps to `target`."""
     groups: dict[tuple[str, str, str, int], dict[str, dict[int, dict[int, list[float]]]]] = (
@@ -202,11 +227,11 @@ def summarise(
             )
         )
     cells.sort(key=lambda c: (rank[c.family, c.split], rank[(c.method,)], c.budget))
-    return _with_steps(cells, target)
+    return _with_steps(cells, target, reach)
 
 
-def _with_steps(cells: list[Cell], target: float) -> list[Cell]:
-    """Fill steps_to_80: the first budget of each curve whose success IQM reaches `target`."""
+def _with_steps(cells: list[Cell], target: float, reach: str) -> list[Cell]:
+    """Fill steps_to_80: the budget where each curve's success IQM reached `target` (`reach`)."""
     curves: dict[tuple[str, str, str], list[Cell]] = defaultdict(list)
     for cell in cells:
         curves[cell.family, cell.split, cell.method].append(cell)
@@ -214,5 +239,5 @@ def _with_steps(cells: list[Cell], target: float) -> list[Cell]:
     for key, curve in curves.items():
         curve.sort(key=lambda c: c.budget)
         steps, values = [c.env_steps for c in curve], [c.success_iqm for c in curve]
-        reached[key] = steps_to_threshold(steps, values, target)
+        reached[key] = steps_to_threshold(steps, values, target, reach)
     return [replace(c, steps_to_80=reached[c.family, c.split, c.method]) for c in cells]

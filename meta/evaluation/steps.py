@@ -9,7 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meta.evaluation.statistics import Measurement, area, iqm, resampled_iqm, stream
+from meta.evaluation.statistics import (
+    Measurement,
+    area,
+    iqm,
+    reached_at,
+    resampled_iqm,
+    stream,
+)
 
 
 @dataclass(frozen=True)
@@ -20,7 +27,8 @@ class StepsToTarget:
     split: str
     method: str
     steps_to_80: float
-    """Env steps (the first budget whose success IQM reaches the target); NaN: not reached."""
+    """Env steps (the first budget whose success IQM reaches the target, or with
+    reach=sustained the first from which it stays at or above it); NaN: not reached."""
     ci_low: float
     ci_high: float
     """Percentile interval over bootstrap replicates; NaN where a replicate never reaches it."""
@@ -45,12 +53,15 @@ def steps_to_target(
     seed: int = 0,
     samples: int = 2000,
     confidence: float = 0.95,
+    reach: str = "first",
 ) -> list[StepsToTarget]:
     """Per family, split and method: env steps until the success IQM reaches `target`.
 
-    The interval comes from the same hierarchical bootstrap, each replicate a whole curve
-    (every budget of the same drawn seeds); a replicate that never reaches the target counts
-    as beyond the largest budget, and an end of the interval there is NaN (not reached).
+    `reach` (statistics.REACHES): `first`, the first budget at or above the target, or
+    `sustained`, the first from which every later budget is at or above it. The interval comes
+    from the same hierarchical bootstrap, each replicate a whole curve (every budget of the
+    same drawn seeds) read with the same `reach`; a replicate that never reaches the target
+    counts as beyond the largest budget, and an end of the interval there is NaN (not reached).
     """
     curves: dict[tuple[str, str, str], dict[tuple[int, int, int, int], float]] = defaultdict(dict)
     steps: dict[tuple[str, str, str], dict[int, int]] = defaultdict(dict)
@@ -66,9 +77,9 @@ def steps_to_target(
         x = _curves(points, budgets)
         at = np.array([steps[key][b] for b in budgets], np.float64)
         curve = iqm(x.reshape(-1, len(budgets)), axis=0)
-        point = _first_reached(curve[None], at, target)[0]
+        point = reached_at(curve[None], at, target, reach)[0]
         replicates = resampled_iqm(x, stream(seed, "/".join(key) + "/steps"), samples)
-        reached = _first_reached(replicates, at, target)
+        reached = reached_at(replicates, at, target, reach)
         low = np.percentile(reached, tail, method="lower")
         high = np.percentile(reached, 100.0 - tail, method="higher")
         end = horizon[key[:2]]
@@ -119,12 +130,6 @@ def _curves(points: dict[tuple[int, int, int, int], float], budgets: list[int]) 
         ],
         np.float64,
     )
-
-
-def _first_reached(curves: np.ndarray, at: np.ndarray, target: float) -> np.ndarray:
-    """Per row of (n, budgets) IQM curves, the env steps of the first budget >= target (inf)."""
-    hit = curves >= target
-    return np.where(hit.any(axis=1), at[hit.argmax(axis=1)], np.inf)
 
 
 def _finite(value: float) -> float:

@@ -119,9 +119,10 @@ def held_out(
     if not chosen:
         return None
     pooled = pooled_families(chosen)
-    cells = summarise(pooled, samples=samples)
+    reach = str(runs[0].config.get("eval.reach", "first"))  # as the runs' objective reads it
+    cells = summarise(pooled, samples=samples, reach=reach)
     by_budget = {c.budget: (c.success_iqm, c.success_low, c.success_high) for c in cells}
     wanted = list(budgets) if budgets else [max(by_budget)]
     success = {b: by_budget.get(b, (math.nan, math.nan, math.nan)) for b in wanted}
-    (steps,) = steps_to_target(pooled, 0.8, samples=samples)
+    (steps,) = steps_to_target(pooled, 0.8, samples=samples, reach=reach)
     return HeldOut(success, (steps.steps_to_80, steps.ci_low, steps.ci_high), len(chosen))

@@ -10,8 +10,17 @@ from pathlib import Path
 import pytest
 from tinyconfig import TINY_EVAL
 
+from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.stacked.train import same_shape, stackable, train_stacked
+from meta.algorithm.training import train as train_alone
 from meta.config import Config
+from meta.curriculum.lessons import parse_environment_parameters
+from meta.evaluation.adapt import AdaptJob, Setting
+from meta.evaluation.config import Procedure
 from meta.evaluation.evaluate import evaluate, plan_eval
+from meta.evaluation.tasks import sample_tasks
+from meta.observe.tags import LEARNING_RATE
+from meta.runtime.envpool import EnvPool
 from meta.trainer import train
 
 Factory = Callable[..., Config]
@@ -61,3 +70,40 @@ def test_with_workers_the_joint_pretrainings_train_side_by_side_to_the_same_bits
     assert brains[1] == brains[2]
     rows = [_rows(out / str(w) / "adaptation.csv") for w in (1, 2)]
     assert rows[0] == rows[1]
+
+
+STACKED_TOLERANCE = 1e-5
+"""max |Δ| over the weights, as tests/algorithm/test_stacked.py allows the batched products."""
+
+
+def test_a_linear_schedule_adapts_stacked_as_alone(tiny_config: Factory) -> None:
+    cfg = tiny_config(*TINY_EVAL, "eval.budgets=[0,1,3]")
+    setting = Setting(cfg, cfg.eval, seed=0)
+    tasks = sample_tasks(setting, parse_environment_parameters({}, [BEHAVIOR_NAME]))
+    linear = Procedure(learning_rate=0.01, learning_rate_schedule="linear")
+    jobs = [
+        AdaptJob(setting, task, "scratch", None, seed, procedure=linear)
+        for task in (tasks["FindTarget", "test"][0], tasks["CarryObject", "test"][0])
+        for seed in range(2)
+    ]
+    requests = [job.request() for job in jobs]
+    assert all(r.ppo.learning_rate_schedule == "linear" for r in requests)
+    assert all(same_shape(requests[0], r) and stackable(r) is None for r in requests)
+    pool = EnvPool(cfg.env)
+
+    def envs() -> list:  # type: ignore[type-arg]
+        return [pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
+
+    alone = [train_alone(r, env) for r, env in zip(requests, envs(), strict=True)]
+    stacked = train_stacked(requests, envs())
+
+    def delta(x: dict, y: dict) -> float:  # type: ignore[type-arg]
+        return max(float((x[k] - y[k]).abs().max()) for k in x)
+
+    for a, s in zip(alone, stacked, strict=True):
+        assert delta(a.weights, a.snapshots[0]) > 100 * STACKED_TOLERANCE  # it did train
+        assert delta(a.weights, s.weights) < STACKED_TOLERANCE
+        rates = [u[LEARNING_RATE] for u in s.updates]
+        assert rates == [u[LEARNING_RATE] for u in a.updates]  # each member's own schedule
+        assert rates[-1] < rates[0] == pytest.approx(0.01)
+        assert sorted(s.snapshots) == [0, 1, 3]

@@ -5,13 +5,17 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tinyconfig import TINY_EVAL
+from omegaconf import OmegaConf
+from tinyconfig import TINY_EVAL, compose_config
 
 from meta.config import Config
+from meta.evaluation.adapt import Setting
 from meta.evaluation.evaluate import evaluate, plan_eval
+from meta.evaluation.search import Search
 from meta.trainer import train
 
 Factory = Callable[..., Config]
@@ -122,3 +126,76 @@ def test_run_first_refuses_a_run_whose_procedure_is_outside_the_space(
     with pytest.raises(ValueError, match=message):
         plan_eval(cfg, "s")
     assert not (Path(cfg.results_dir) / "s" / "eval").exists()
+
+
+STUDY = Path(__file__).parents[2] / "experiments" / "hidden_goal_small_search_first"
+
+
+def _proposals(overrides: list[str], rounds: int) -> dict[tuple[str, str, str], list[str]]:
+    """Each start's first `rounds` proposals of the committed study's search (scores: 0)."""
+    study = OmegaConf.load(STUDY.with_suffix(".yaml"))
+    cfg = compose_config([*study.train, *study.eval, *overrides])
+    rows = read_csv(STUDY / "selection.csv")
+    keys = list(dict.fromkeys((r["family"], r["method"], r["pretraining"]) for r in rows))
+    search = Search(Setting(cfg, cfg.eval, seed=0), keys)
+    for _ in range(rounds):
+        search.ask()
+        for study_ in search.studies.values():
+            study_.tell(study_.trials[-1].number, 0.0)
+    return {key: search.tried[key] for key in keys}
+
+
+def test_the_default_schedule_choice_proposes_the_committed_studys_trials() -> None:
+    # TPE samples at random for the first 8 of 16 trials: those do not depend on the scores,
+    # so the space left at learning_rate_schedule=[constant] must propose what the study tried
+    rows = read_csv(STUDY / "selection.csv")
+    committed: dict[tuple[str, str, str], list[str]] = {}
+    for r in rows:
+        committed.setdefault((r["family"], r["method"], r["pretraining"]), []).append(
+            r["adaptation"]
+        )
+    proposed = _proposals([], 8)
+    assert len(proposed) == 5
+    assert proposed == {key: labels[:8] for key, labels in committed.items()}
+    assert _proposals(["eval.search.learning_rate_schedule=[]"], 8) == proposed
+
+
+def test_two_schedules_are_searched_and_run_first_opens_at_a_constant_rate() -> None:
+    proposed = _proposals(["eval.search.learning_rate_schedule=[constant,linear]"], 8)
+    labels = [label for trials in proposed.values() for label in trials]
+    assert {trials[0] for trials in proposed.values()} == {
+        "sgd lr=0.1 buffer=512 epochs=3 batch=512"
+    }
+    assert any(label.endswith("schedule=linear") for label in labels)
+    assert any("schedule" not in label for trials in proposed.values() for label in trials[1:])
+    assert not any("schedule=constant" in label for label in labels)  # null is constant
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["eval.search.learning_rate_schedule=[constant,cosine]"],
+            r"eval.search.learning_rate_schedule\[1\].learning_rate_schedule: unknown schedule",
+        ),
+        (["eval.search.learning_rate_schedule=[linear,linear]"], "lists a choice twice"),
+    ],
+)
+def test_bad_schedule_choices_are_refused(
+    tiny_config: Factory, overrides: list[str], message: str
+) -> None:
+    cfg = tiny_config("run_id=s", *TINY_EVAL, "eval=search", *overrides)
+    with pytest.raises(ValueError, match=message):
+        cfg.eval.validate()
+
+
+def test_run_first_needs_a_constant_schedule_among_the_choices(tiny_config: Factory) -> None:
+    space = [*SPACE, "eval.search.learning_rate=[0.0001,0.03]"]
+    cfg = tiny_config(*TINY_EVAL, *space, "eval.search.learning_rate_schedule=[linear]")
+    assert cfg.eval.search is not None
+    with pytest.raises(ValueError, match="must list constant among its choices"):
+        cfg.eval.search.run_procedure(cfg.ppo)
+    both = replace(cfg.eval.search, learning_rate_schedule=["linear", "constant"])
+    assert both.run_procedure(cfg.ppo)["learning_rate_schedule"] == "constant"
+    alone = replace(cfg.eval.search, learning_rate_schedule=["constant"])
+    assert "learning_rate_schedule" not in alone.run_procedure(cfg.ppo)  # not searched

@@ -134,6 +134,17 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     again = plan_eval(eval_config(tiny_config, "tiny"), "tiny")
     assert again.joint is not None and again.joint.train is None  # reused, not retrained
     assert joint.stat().st_mtime_ns == stamp
+    # written before a setting existed, it is still the same training: the setting's default
+    saved = out / "joint" / "configuration.yaml"
+    del joint_config.ppo["buffer_assembly"]
+    OmegaConf.save(joint_config, saved)
+    older = plan_eval(eval_config(tiny_config, "tiny"), "tiny")
+    assert older.joint is not None and older.joint.train is None
+    joint_config.ppo.num_epoch += 1  # another training: trained again
+    OmegaConf.save(joint_config, saved)
+    other = plan_eval(eval_config(tiny_config, "tiny"), "tiny")
+    assert other.joint is not None and other.joint.train is not None
+    assert joint.stat().st_mtime_ns == stamp  # planning writes nothing
 
 
 def test_same_start_same_measurements_paired_across_methods(tiny_config: Factory) -> None:

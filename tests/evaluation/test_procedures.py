@@ -10,14 +10,18 @@ import torch
 from tinyconfig import TINY_EVAL
 
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.rollout import NullTimers
+from meta.algorithm.ppo.train import STEPS, policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import AdaptJob, Setting, adapt
 from meta.evaluation.config import EvalConfig, Procedure
 from meta.evaluation.tasks import sample_tasks
+from meta.observe.tags import LEARNING_RATE
 from meta.runtime.envpool import EnvPool
+from meta.runtime.jobs import run_request
 
 BUDGETS = [0, 1, 2, 3, 4, 6, 8, 12, 16]
 
@@ -98,3 +102,50 @@ def test_a_procedures_ppo_and_label_carry_its_epochs_batch_and_resets() -> None:
 def test_bad_procedure_fields_are_named(procedure: Procedure, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         procedure.validate("eval.adaptation[0]")
+
+
+def test_a_linear_schedule_reaches_the_adaptations_ppo_and_its_label() -> None:
+    linear = Procedure(learning_rate=0.01, learning_rate_schedule="linear")
+    base = setting(linear)
+    assert base.ppo(linear).learning_rate_schedule == "linear"
+    assert base.ppo(linear).max_steps == 16 * 2048  # it decays over the largest budget
+    assert base.ppo().learning_rate_schedule == "constant"  # null: constant, as before
+    assert base.ppo(Procedure(learning_rate_schedule="constant")).learning_rate_schedule == (
+        "constant"
+    )
+    assert base.label(linear) == "adam lr=0.01 buffer=2048 schedule=linear"
+    assert base.label(Procedure(learning_rate=0.01)) == "adam lr=0.01 buffer=2048"
+
+
+def test_a_linear_schedule_decays_the_adaptations_learning_rate_as_ppos_schedule(
+    tiny_config: Callable[..., Config],
+) -> None:
+    cfg = tiny_config(*TINY_EVAL, "eval.budgets=[0,1,3]")
+    base = Setting(cfg, cfg.eval, seed=0)
+    job = sample_tasks(base, parse_environment_parameters({}, [BEHAVIOR_NAME]))[
+        "FindTarget", "test"
+    ][0]
+
+    def trained(procedure: Procedure) -> list[dict[str, float]]:
+        adapt_job = AdaptJob(base, job, "m", None, 0, procedure=procedure)
+        return run_request(adapt_job.request(), EnvPool(cfg.env), NullTimers()).updates
+
+    linear = Procedure(learning_rate=0.01, learning_rate_schedule="linear")
+    updates, ppo = trained(linear), base.ppo(linear)
+    decayed = [u[LEARNING_RATE] for u in updates]
+    # each update reads the schedule at the agent-steps done before its buffer
+    before = [0.0, *(u[STEPS] for u in updates[:-1])]
+    expected = [Hyper.of(ppo).after(ppo, int(s), ppo.max_steps).learning_rate for s in before]
+    assert len(decayed) == 3 and decayed == pytest.approx(expected)
+    assert decayed[0] == pytest.approx(0.01) and decayed[-1] < decayed[1] < decayed[0]
+    constant = [u[LEARNING_RATE] for u in trained(Procedure(learning_rate=0.01))]
+    assert constant == pytest.approx([0.01] * 3)
+
+
+def test_an_unknown_schedule_is_named() -> None:
+    with pytest.raises(
+        ValueError, match=r"eval.adaptation\[0\].learning_rate_schedule: unknown schedule 'cosine'"
+    ):
+        Procedure(learning_rate_schedule="cosine").validate("eval.adaptation[0]")
+    with pytest.raises(ValueError, match=r"eval.joint_ppo\[0\].learning_rate_schedule: an adapt"):
+        EvalConfig(joint_ppo=[Procedure(learning_rate_schedule="linear")]).validate()

@@ -100,6 +100,15 @@ def test_every_start_adapts_on_test_with_the_procedure_selected_on_validation(
         (["eval.joint_ppo=[{log_std:0.0}]"], "eval.joint_ppo[0].log_std: an adaptation setting"),
         (["eval.selection_split=test"], "eval.selection_split must be one of"),
         (["eval.joint_run_id=r", JOINT], "eval.joint_ppo (which trains one per entry)"),
+        (["eval.reach=last"], "eval.reach must be one of ('first', 'sustained'), got 'last'"),
+        (
+            ["eval.adaptation=[{learning_rate_schedule:cosine}]"],
+            "eval.adaptation[0].learning_rate_schedule: unknown schedule 'cosine'",
+        ),
+        (
+            ["eval=search", "eval.search.learning_rate_schedule=[constant,cosine]"],
+            "eval.search.learning_rate_schedule[1].learning_rate_schedule: unknown schedule",
+        ),
     ],
 )
 def test_bad_procedures_are_one_line_exit_2_and_write_nothing(

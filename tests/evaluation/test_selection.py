@@ -98,3 +98,18 @@ def test_area_is_the_mean_of_the_curve_over_a_common_horizon() -> None:
     assert area(x, y, 2.0) == pytest.approx(0.75)
     assert area(x, y, 1.0) == pytest.approx(0.5)  # the horizon cuts the curve
     assert area(x, y, 0.5) == pytest.approx(0.25)  # interpolated at the horizon
+
+
+def test_a_sustained_reach_prefers_the_curve_that_stays() -> None:
+    # sgd crosses first and falls back; adam crosses later and stays
+    rows = _rows("reptile", SGD, [0.0, 0.9, 0.5, 0.9]) + _rows(
+        "reptile", ADAM, [0.0, 0.5, 0.85, 0.9]
+    )
+    first = {r.adaptation: r.steps_to_80 for r in select(rows, "validation", 0.8, samples=50)}
+    assert first == {SGD: 2048, ADAM: 4096}
+    assert chosen(select(rows, "validation", 0.8, samples=50)) == {
+        ("FindTarget", "reptile"): ("", SGD)
+    }
+    table = select(rows, "validation", 0.8, samples=50, reach="sustained")
+    assert {r.adaptation: r.steps_to_80 for r in table} == {SGD: 8192, ADAM: 4096}
+    assert chosen(table) == {("FindTarget", "reptile"): ("", ADAM)}

@@ -316,3 +316,61 @@ def test_steps_to_target_with_hand_values_and_its_interval() -> None:
     never = [replace(r, success=0.1) for r in rows]
     (missed,) = steps_to_target(never, 0.8, samples=100)
     assert math.isnan(missed.steps_to_80) and math.isnan(missed.ci_high)
+
+
+# --- eval.reach: the first crossing, or the first from which the curve stays ------------------
+
+WOBBLY = [0.0, 0.9, 0.5, 0.85, 0.9]
+"""Above 0.8 at budget 1, below at 2, above from 3 on: first 100 steps, sustained 300."""
+
+
+def _curve_rows(curve: list[float], meta_seeds: int = 2) -> list[Measurement]:
+    """The same curve for every meta-seed, task and seed: its IQM and every replicate's."""
+    return [
+        Measurement("reptile", "F", "test", task, seed, b, 100 * b, 0.0, v, 4, "{}", meta)
+        for meta in range(meta_seeds)
+        for b, v in enumerate(curve)
+        for task in range(2)
+        for seed in range(2)
+    ]
+
+
+def test_a_sustained_crossing_is_the_first_budget_from_which_the_curve_stays() -> None:
+    steps = [100 * b for b in range(len(WOBBLY))]
+    assert steps_to_threshold(steps, WOBBLY, 0.8) == 100
+    assert steps_to_threshold(steps, WOBBLY, 0.8, "sustained") == 300
+    fallen = [*WOBBLY[:-1], 0.7]  # crosses twice, ends below: never sustained
+    assert steps_to_threshold(steps, fallen, 0.8) == 100
+    assert math.isnan(steps_to_threshold(steps, fallen, 0.8, "sustained"))
+    assert steps_to_threshold(steps, [0.9] * 5, 0.8, "sustained") == 0
+    with pytest.raises(ValueError, match="unknown reach 'last'"):
+        steps_to_threshold(steps, WOBBLY, 0.8, "last")
+
+
+def test_sustained_reads_the_point_estimate_and_every_replicate_alike() -> None:
+    rows = _curve_rows(WOBBLY)
+    (first,) = steps_to_target(rows, 0.8, samples=100)
+    (sustained,) = steps_to_target(rows, 0.8, samples=100, reach="sustained")
+    assert (first.steps_to_80, first.ci_low, first.ci_high) == (100, 100, 100)
+    assert (sustained.steps_to_80, sustained.ci_low, sustained.ci_high) == (300, 300, 300)
+    assert sustained.auc == first.auc  # the area does not depend on the reading
+    (cell, *_) = summarise(rows, samples=100, reach="sustained")
+    assert cell.steps_to_80 == 300
+    assert summarise(rows, samples=100)[0].steps_to_80 == 100
+
+
+def test_a_replicate_that_falls_back_is_not_sustained() -> None:
+    # meta-seed 0 stays at 0.9 from budget 1; meta-seed 1 falls to 0.75 at the last budget.
+    # Pooled, the IQM stays (0.9, 0.9, 0.825): sustained at 100. A replicate that draws
+    # meta-seed 1 twice falls at the end (never sustained), one with meta-seed 0 stays from 100.
+    rows = [
+        replace(r, success=0.75)
+        if (r.meta_seed, r.budget) == (1, 3)
+        else replace(r, success=0.9 if r.budget else 0.0)
+        for r in _curve_rows([0.0, 0.9, 0.9, 0.9])
+    ]
+    (first,) = steps_to_target(rows, 0.8, samples=400)
+    (sustained,) = steps_to_target(rows, 0.8, samples=400, reach="sustained")
+    assert (first.steps_to_80, first.ci_low, first.ci_high) == (100, 100, 100)
+    assert sustained.steps_to_80 == 100 and sustained.ci_low == 100
+    assert math.isnan(sustained.ci_high)  # some replicates never sustain it

@@ -63,6 +63,20 @@ def test_the_objective_pools_families_and_counts_not_reached_beyond_the_last_bud
     assert {m.family for m in pooled} == {"all"} and len({m.task for m in pooled}) == 4
 
 
+def test_the_objectives_steps_to_80_reads_the_curve_as_eval_reach_says() -> None:
+    curve = (0.0, 0.9, 0.5, 0.9)  # crosses at 1 update, falls back, stays from 3
+    wobbly = {
+        ("FindTarget", task, seed, budget): value
+        for task in (0, 1)
+        for seed in (0, 1)
+        for budget, value in enumerate(curve)
+    }
+    budgets = [0, 1, 2, 3]
+    assert objective_value(measured(wobbly), "neg_steps_to_80", budgets, samples=50) == -256
+    sustained = objective_value(measured(wobbly), "neg_steps_to_80", budgets, 50, "sustained")
+    assert sustained == -768
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
