@@ -80,6 +80,11 @@ def test_each_start_gets_its_trials_and_the_held_out_split_its_best(tiny_config:
         ),
         (["eval.search.reset=[[value_net]]"], r"eval.search.reset\[0\].reset: unknown reset"),
         (["eval.adaptation=[{learning_rate:0.01}]"], "eval.search and eval.adaptation"),
+        (
+            ["eval.search.learning_rate_schedule=[constant,cosine]"],
+            r"eval.search.learning_rate_schedule\[1\].learning_rate_schedule: unknown schedule",
+        ),
+        (["eval.search.learning_rate_schedule=[linear,linear]"], "lists a choice twice"),
     ],
 )
 def test_bad_search_options_are_refused(
@@ -169,24 +174,6 @@ def test_two_schedules_are_searched_and_run_first_opens_at_a_constant_rate() -> 
     assert any(label.endswith("schedule=linear") for label in labels)
     assert any("schedule" not in label for trials in proposed.values() for label in trials[1:])
     assert not any("schedule=constant" in label for label in labels)  # null is constant
-
-
-@pytest.mark.parametrize(
-    ("overrides", "message"),
-    [
-        (
-            ["eval.search.learning_rate_schedule=[constant,cosine]"],
-            r"eval.search.learning_rate_schedule\[1\].learning_rate_schedule: unknown schedule",
-        ),
-        (["eval.search.learning_rate_schedule=[linear,linear]"], "lists a choice twice"),
-    ],
-)
-def test_bad_schedule_choices_are_refused(
-    tiny_config: Factory, overrides: list[str], message: str
-) -> None:
-    cfg = tiny_config("run_id=s", *TINY_EVAL, "eval=search", *overrides)
-    with pytest.raises(ValueError, match=message):
-        cfg.eval.validate()
 
 
 def test_run_first_needs_a_constant_schedule_among_the_choices(tiny_config: Factory) -> None:
