@@ -13,6 +13,8 @@ SELECTION_SPLITS = ("validation", "train")
 """Where each start's procedure may be chosen: tasks of the training distribution, never test."""
 EVAL_SPLITS = ("train", "test", "validation")
 """meta-eval's task splits: `validation` draws from the `train` ranges with seeds of its own."""
+PICKED = ("optimizer", "buffer_size", "num_epoch", "batch_size")
+"""eval.search's fields that list the values of one Procedure field to choose from."""
 
 
 @dataclass
@@ -45,7 +47,7 @@ class Procedure:
 
     def validate(self, where: str) -> None:
         """Raise ValueError naming the first invalid field."""
-        for name in ("num_epoch", "batch_size"):
+        for name in ("num_epoch", "batch_size", "learning_rate", "buffer_size"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{where}.{name} must be > 0, got {value}")
@@ -54,20 +56,13 @@ class Procedure:
             raise ValueError(f"{where}.reset: unknown reset {unknown[0]!r} (use some of {RESETS})")
         if len(set(self.reset)) != len(self.reset):
             raise ValueError(f"{where}.reset names a reset twice: {list(self.reset)}")
-        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
-            raise ValueError(
-                f"{where}.optimizer: unknown optimizer {self.optimizer!r} (use one of {OPTIMIZERS})"
-            )
-        if self.learning_rate is not None and not self.learning_rate > 0:
-            raise ValueError(f"{where}.learning_rate must be > 0, got {self.learning_rate}")
-        schedule = self.learning_rate_schedule
-        if schedule is not None and schedule not in SCHEDULES:
-            raise ValueError(
-                f"{where}.learning_rate_schedule: unknown schedule {schedule!r} "
-                f"(use one of {SCHEDULES})"
-            )
-        if self.buffer_size is not None and not self.buffer_size > 0:
-            raise ValueError(f"{where}.buffer_size must be > 0, got {self.buffer_size}")
+        for name, noun, choices in (
+            ("optimizer", "optimizer", OPTIMIZERS),
+            ("learning_rate_schedule", "schedule", SCHEDULES),
+        ):
+            value = getattr(self, name)
+            if value is not None and value not in choices:
+                raise ValueError(f"{where}.{name}: unknown {noun} {value!r} (use one of {choices})")
         if self.log_std is not None and not math.isfinite(self.log_std):
             raise ValueError(f"{where}.log_std must be a finite number, got {self.log_std}")
 
@@ -106,7 +101,7 @@ class SearchConfig:
         """The first trial's parameters from the run's `ppo` (run_first); ValueError naming a
         value outside the space."""
         params: dict[str, object] = {}
-        for name in ("optimizer", "buffer_size", "num_epoch", "batch_size"):
+        for name in PICKED:
             if getattr(self, name):
                 value = getattr(ppo, name)
                 if value not in getattr(self, name):
@@ -143,10 +138,9 @@ class SearchConfig:
         """Raise ValueError naming the first invalid eval.search field."""
         if self.trials < 1:
             raise ValueError(f"eval.search.trials must be >= 1, got {self.trials}")
-        choices = ("optimizer", "buffer_size", "num_epoch", "batch_size", "reset")
-        searched = any(getattr(self, name) for name in choices)
-        searched = searched or len(self.learning_rate_schedule) > 1
-        if not self.learning_rate and not searched:
+        listed = (*PICKED, "learning_rate_schedule")
+        searched = any(getattr(self, name) for name in (*PICKED, "reset"))
+        if not self.learning_rate and not searched and len(self.learning_rate_schedule) < 2:
             raise ValueError(
                 "eval.search declares an empty space: give choices for at least one of "
                 "optimizer, learning_rate, buffer_size, num_epoch, batch_size, reset, "
@@ -162,20 +156,15 @@ class SearchConfig:
                 raise ValueError(
                     f"eval.search.learning_rate needs 0 < low < high, got [{low}, {high}]"
                 )
-        for name in (*choices, "learning_rate_schedule"):
+        for name in (*listed, "reset"):
             values = getattr(self, name)
             if len(set(map(repr, values))) != len(values):
                 raise ValueError(f"eval.search.{name} lists a choice twice: {list(values)}")
-        for i, optimizer in enumerate(self.optimizer):
-            Procedure(optimizer=optimizer).validate(f"eval.search.optimizer[{i}]")
-        for name in ("buffer_size", "num_epoch", "batch_size"):
+        for name in listed:
             for i, value in enumerate(getattr(self, name)):
                 Procedure(**{name: value}).validate(f"eval.search.{name}[{i}]")
         for i, reset in enumerate(self.reset):
             Procedure(reset=list(reset)).validate(f"eval.search.reset[{i}]")
-        for i, schedule in enumerate(self.learning_rate_schedule):
-            where = f"eval.search.learning_rate_schedule[{i}]"
-            Procedure(learning_rate_schedule=schedule).validate(where)
 
 
 @dataclass
