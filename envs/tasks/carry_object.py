@@ -52,6 +52,8 @@ class CarryObjectCore(BatchedTask[CarryObjectParams]):
 
     DRAWS = 2 * (1 + 2 * CANDIDATES)
 
+    STATE = (*BatchedTask.STATE, "holding")
+
     def __init__(
         self, params: CarryObjectParams, num_areas: int, seed: int, record: Record | None = None
     ) -> None:

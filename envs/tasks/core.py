@@ -48,29 +48,30 @@ def norm(diff: np.ndarray) -> np.ndarray:
     return np.sqrt(sq[:, 0] + sq[:, 1])
 
 
-def spread(u: np.ndarray, extent: np.float32) -> np.ndarray:
-    """(n, 2k) uniforms in [0, 1) as k points per area in the square [-extent, extent]^2."""
+def spread(u: np.ndarray, extent: np.ndarray) -> np.ndarray:
+    """(n, 2k) uniforms in [0, 1) as k points per area in its square [-extent, extent]^2."""
     points = u * F32(2.0)
     points -= F32(1.0)
-    points *= extent
+    points *= extent[:, None]
     return points.reshape(len(u), -1, 2)
 
 
-def pick_far(candidates: np.ndarray, anchor: np.ndarray, min_dist: np.float32) -> np.ndarray:
-    """Per area, the first of (n, k, 2) candidates at least min_dist from anchor.
+def pick_far(candidates: np.ndarray, anchor: np.ndarray, min_dist: np.ndarray) -> np.ndarray:
+    """Per area, the first of (n, k, 2) candidates at least its min_dist (n,) from anchor.
 
     Without one, the anchor shifted by min_dist along x towards the centre (still inside the
     arena, as min_dist never exceeds half of it).
     """
     diff = candidates - anchor[..., None, :]
     diff *= diff
-    ok = diff[..., 0] + diff[..., 1] >= min_dist * min_dist
+    ok = diff[..., 0] + diff[..., 1] >= (min_dist * min_dist)[:, None]
     found = ok.any(axis=1)
     picked = candidates[np.arange(len(candidates)), ok.argmax(axis=1)]
     if not found.all():
         lost = ~found
         fallback = np.broadcast_to(anchor, picked.shape)[lost]
-        fallback[:, 0] += np.where(fallback[:, 0] < 0, min_dist, -min_dist)
+        shift = min_dist[lost]
+        fallback[:, 0] += np.where(fallback[:, 0] < 0, shift, -shift)
         picked[lost] = fallback
     return picked
 
@@ -79,6 +80,20 @@ class BatchedTask(Generic[P]):
     """All areas of one task; reset() and step() touch every area with array operations only."""
 
     DRAWS: ClassVar[int] = 2 * (1 + CANDIDATES)
+    STATE: ClassVar[tuple[str, ...]] = (
+        "_keys",
+        "_episode",
+        "_pending",
+        "_p",
+        "_s",
+        "objective",
+        "goal",
+        "_drive",
+        "radius",
+        "rest",
+        "_phi",
+    )
+    """The arrays (areas on the last axis) that hold the areas' state between steps."""
 
     def __init__(self, params: P, num_areas: int, seed: int, record: Record | None = None):
         n = num_areas
@@ -87,8 +102,8 @@ class BatchedTask(Generic[P]):
         self._record = record
         self._keys = area_keys(seed, n)
         self._episode = np.zeros(n, np.uint64)
-        self._pending = self._derive(params)
-        self._p = np.repeat(self._pending[:, None], n, axis=1)
+        self._pending = np.repeat(self._derive(params)[:, None], n, axis=1)
+        self._p = self._pending.copy()
         p = self._p
         self._half, self._neg_half, self._scale = p[HALF], p[NEG_HALF], p[SCALE]
         self._max_step, self._inv_max, self._shape_k = p[MAX_STEP], p[INV_MAX], p[SHAPE_K]
@@ -139,7 +154,8 @@ class BatchedTask(Generic[P]):
     def _place(
         self, idx: np.ndarray, p: np.ndarray, u: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Spawn areas idx with parameter column p: (n, 2) agent, objective; rest of path."""
+        """Spawn areas idx with their parameter columns p (rows, n): (n, 2) agent, objective;
+        the rest of the path."""
         raise NotImplementedError
 
     def _progress(self, reached: np.ndarray) -> np.ndarray:
@@ -152,7 +168,7 @@ class BatchedTask(Generic[P]):
     def set_params(self, params: P) -> None:
         """Use `params` from each area's next episode on."""
         self.params = params
-        self._pending = self._derive(params)
+        self._pending[...] = self._derive(params)[:, None]
 
     def reset(self) -> np.ndarray:
         """Start a new episode in every area (pending parameters apply); return observations."""
@@ -208,8 +224,8 @@ class BatchedTask(Generic[P]):
 
     def _spawn(self, idx: np.ndarray) -> None:
         """New episodes in areas idx, with the pending parameters and fresh positions."""
-        p = self._pending
-        self._p[:, idx] = p[:, None]
+        p = self._pending[:, idx]
+        self._p[:, idx] = p
         u = uniforms(self._keys[idx], self._episode[idx], self.DRAWS)
         self._episode[idx] += np.uint64(1)
         agent, objective, rest = self._place(idx, p, u)
@@ -219,7 +235,7 @@ class BatchedTask(Generic[P]):
         self._diff[:, idx] = diff.T
         self.remaining[idx] = p[MAX_STEP]
         self.objective[:, idx] = objective.T
-        self._drive[:, idx] = p[DRIVE, None]
+        self._drive[:, idx] = p[DRIVE]
         self.radius[idx] = p[RADIUS]
         self.rest[idx] = rest
         self._phi[idx] = norm(diff) + rest

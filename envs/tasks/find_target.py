@@ -52,10 +52,16 @@ class FindTargetCore(BatchedTask[FindTargetParams]):
         agent, candidates = points[:, 0], points[:, 1:]
         apart = p[RADIUS] * F32(2.0)
         rest = np.zeros(len(idx), F32)
-        if not p[HIDDEN]:
+        hidden = p[HIDDEN] != 0
+        if not hidden.any():
             return agent, pick_far(candidates, agent, apart), rest
-        target = np.broadcast_to(p[GOAL_XY], agent.shape)
-        return pick_far(candidates, target, apart), target, rest
+        # hidden goals: the target is the area's goal and the agent spawns away from it
+        objective = p[GOAL_XY].T.copy()
+        seen = ~hidden
+        objective[seen] = pick_far(candidates[seen], agent[seen], apart[seen])
+        agent = agent.copy()
+        agent[hidden] = pick_far(candidates[hidden], objective[hidden], apart[hidden])
+        return agent, objective, rest
 
 
 FIND_TARGET = Family(

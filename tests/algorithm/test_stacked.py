@@ -83,6 +83,28 @@ def test_stacked_training_is_deterministic_and_keeps_snapshots() -> None:
         assert all(torch.equal(a.snapshots[2][k], a.weights[k]) for k in a.weights)
 
 
+def test_tasks_stepped_as_one_core_train_bitwise_as_each_environment_by_itself() -> None:
+    # FOMAML's meta-gradient collects a buffer more from each environment after the training,
+    # so it also checks that each environment goes on from where the stack left it
+    pool, (a, b, c) = _requests(meta_gradient=True, snapshots=(1,))
+    hidden = replace(c, tasks=(Task("FindTarget", {"hidden_goal": 1, "goal_x": -0.4}),), seed=3)
+    requests = [a, b, c, hidden, replace(b, seed=11)]
+
+    def trained(merge: bool) -> list:  # type: ignore[type-arg]
+        envs = [pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
+        return train_stacked(requests, envs, merge=merge)
+
+    merged, apart = trained(True), trained(False)
+    for m, s in zip(merged, apart, strict=True):
+        assert m.meta_gradient is not None and s.meta_gradient is not None
+        for got, want in ((m.weights, s.weights), (m.meta_gradient, s.meta_gradient)):
+            assert all(torch.equal(got[k], want[k]) for k in want)
+        assert all(torch.equal(m.snapshots[1][k], s.snapshots[1][k]) for k in s.snapshots[1])
+        assert repr(m.updates) == repr(s.updates)  # NaN where a buffer finished no episode
+        assert repr({**m.stats, "wall_time_s": 0}) == repr({**s.stats, "wall_time_s": 0})
+    assert sum(m.stats["episodes"] for m in merged) > 0
+
+
 def test_requests_that_cannot_stack_say_why() -> None:
     _, (request, *_) = _requests()
     assert stackable(request) is None

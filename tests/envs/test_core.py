@@ -43,9 +43,9 @@ def test_uniforms_are_float32_in_unit_interval_and_depend_on_every_counter() -> 
 
 
 def test_spread_and_norm() -> None:
-    u = np.array([[0.0, 0.5, 0.75, 0.25]], np.float32)
-    points = spread(u, np.float32(4.0))
-    assert points.tolist() == [[[-4.0, 0.0], [2.0, -2.0]]]
+    u = np.array([[0.0, 0.5, 0.75, 0.25], [0.0, 0.5, 0.75, 0.25]], np.float32)
+    points = spread(u, np.array([4.0, 2.0], np.float32))
+    assert points.tolist() == [[[-4.0, 0.0], [2.0, -2.0]], [[-2.0, 0.0], [1.0, -1.0]]]
     assert norm(np.array([[3.0, 4.0]], np.float32)).tolist() == [5.0]
 
 
@@ -55,8 +55,11 @@ def test_pick_far_takes_first_far_enough_candidate_else_shifts_towards_the_centr
         np.float32,
     )
     anchor = np.array([[0, 0], [0, 0], [-2, 1]], np.float32)
-    picked = pick_far(candidates, anchor, np.float32(2.0))
+    picked = pick_far(candidates, anchor, np.full(3, 2.0, np.float32))
     assert picked.tolist() == [[3.0, 0.0], [-2.0, 0.0], [0.0, 1.0]]
+    # each area its own distance: the first area's 0.4 takes its first candidate
+    picked = pick_far(candidates, anchor, np.array([0.4, 2.0, 1.0], np.float32))
+    assert picked.tolist() == [[0.5, 0.0], [-2.0, 0.0], [-1.0, 1.0]]
 
 
 def _run(

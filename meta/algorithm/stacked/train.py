@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
+from envs.tasks.stack import stackable_envs
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout, Timers
 from meta.algorithm.ppo.train import SuccessLog, buffer_stats, summary
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.request import TrainRequest, TrainResult
+from meta.algorithm.stacked.collect import StackedCollection
 from meta.algorithm.stacked.network import StackedPolicy
 from meta.algorithm.stacked.optim import StackedOptimizer
 from meta.algorithm.stacked.update import stacked_update
@@ -59,8 +62,13 @@ def train_stacked(
     requests: Sequence[TrainRequest],
     envs: Sequence[AgentEnvironment],
     timers: Timers | None = None,
+    merge: bool = True,
 ) -> list[TrainResult]:
-    """Train every request on its environment, all k in lockstep; results in order."""
+    """Train every request on its environment, all k in lockstep; results in order.
+
+    `merge`: built-in tasks of one family step as one core over all their areas (the same
+    numbers as each environment stepped by itself, which False does).
+    """
     keep_freed_memory()
     started = time.perf_counter()
     timers = timers or NullTimers()
@@ -84,14 +92,20 @@ def train_stacked(
         if channel is not None:
             channel.get_and_reset_stats()
     successes = [SuccessLog(channel) for channel in channels]
-    collectors = [
-        Collector(env, BEHAVIOR_NAME, start, g, cfg.time_horizon, timers)
-        for env, start, g in zip(envs, starts, generators, strict=True)
-    ]
-    if len({c.num_agents for c in collectors}) != 1:
+    collection: StackedCollection | list[Collector]
+    if merge and stackable_envs(envs):
+        collection = StackedCollection(envs, cfg.time_horizon, timers, policy.log_std.device)  # type: ignore[arg-type]
+        episodes, agents = collection.episodes, {collection.n}
+    else:
+        collection = [
+            Collector(env, BEHAVIOR_NAME, start, g, cfg.time_horizon, timers)
+            for env, start, g in zip(envs, starts, generators, strict=True)
+        ]
+        episodes, agents = [c.episodes for c in collection], {c.num_agents for c in collection}
+    if len(agents) != 1:
         raise ValueError("stacked trainings need the same number of agents in every environment")
     hypers = [r.hyper or Hyper.of(cfg) for r in requests]
-    horizon = max(-(-cfg.buffer_size // collectors[0].num_agents), 1)
+    horizon = max(-(-cfg.buffer_size // agents.pop()), 1)
     histories: list[list[dict[str, float]]] = [[] for _ in requests]
     snapshots: list[dict[int, dict[str, torch.Tensor]]] = [
         {0: policy.weights(i)} if 0 in r.snapshots else {} for i, r in enumerate(requests)
@@ -99,23 +113,25 @@ def train_stacked(
     steps = 0
     while steps < cfg.max_steps if first.updates is None else len(histories[0]) < first.updates:
         current = [h.after(cfg, steps, cfg.max_steps) for h in hypers]
-        before = [len(c.episodes.returns) for c in collectors]
-        rollouts = _collect(policy, collectors, generators, horizon, timers)
+        before = [len(e.returns) for e in episodes]
+        rollouts = _collect(policy, collection, generators, horizon, timers)
         steps += rollouts[0].num_steps
         if cfg.schedule_timing == "after_buffer":
             current = [h.after(cfg, steps, cfg.max_steps) for h in hypers]
         with timers.scope("update"):
-            stats = stacked_update(policy, optimizer, rollouts, cfg, current, generators)
-        for i, update in enumerate(stats):
-            update.update(buffer_stats(collectors[i].episodes, before[i], steps, successes[i]))
+            updates = stacked_update(policy, optimizer, rollouts, cfg, current, generators)
+        for i, update in enumerate(updates):
+            update.update(buffer_stats(episodes[i], before[i], steps, successes[i]))
             histories[i].append(update)
             if len(histories[i]) in requests[i].snapshots:
                 snapshots[i][len(histories[i])] = policy.weights(i)
+    if isinstance(collection, StackedCollection):
+        collection.release()
     wall = time.perf_counter() - started
     results = []
     for i, request in enumerate(requests):
         success = successes[i].overall()
-        stats = summary(histories[i], collectors[i].episodes, success, steps, wall)
+        stats = summary(histories[i], episodes[i], success, steps, wall)
         result = TrainResult(policy.weights(i), stats, histories[i], snapshots=snapshots[i])
         if request.meta_gradient:
             with timers.scope("meta_gradient"):
@@ -131,16 +147,17 @@ def _index(policy: torch.nn.Module, layer: torch.nn.Module) -> str:
 
 def _collect(
     policy: StackedPolicy,
-    collectors: list[Collector],
+    collection: StackedCollection | list[Collector],
     generators: list[torch.Generator],
     steps: int,
     timers: Timers,
 ) -> list[Rollout]:
-    """One buffer of every collector, the stacked policy acting for all at each step."""
-    stepping = [
-        c.stepping(steps, lambda obs, i=i: policy.member_value(i, obs))
-        for i, c in enumerate(collectors)
-    ]
+    """One buffer of every member, the stacked policy acting for all at each step."""
+    values_of = [partial(policy.member_value, i) for i in range(policy.k)]
+    if isinstance(collection, StackedCollection):
+        return collection.collect(steps, lambda obs: policy.act(obs, generators), values_of)
+    collectors = collection
+    stepping = [c.stepping(steps, v) for c, v in zip(collectors, values_of, strict=True)]
     obs = [next(s) for s in stepping]
     rollouts: list[Rollout] = []
     device = collectors[0].device

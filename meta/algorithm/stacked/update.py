@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import torch
 
@@ -46,7 +47,7 @@ def _revalued(
         assert b is not None
         member = values[i].reshape(steps + 1, n)
         next_values = next_state_values(
-            lambda obs, i=i: policy.member_value(i, obs), member, b.ended, b.pieces, device
+            partial(policy.member_value, i), member, b.ended, b.pieces, device
         )
         out.append(replace(r, values=member[:-1], next_values=next_values))
     return out
@@ -77,10 +78,12 @@ def stacked_update(
         for name in ("rewards", "values", "next_values", "boundaries")
     }
     # GAE runs over time for all members at once: (T, k, n)
-    gae = [
+    rewards, values, next_values, boundaries = (
         columns[name].transpose(0, 1) for name in ("rewards", "values", "next_values", "boundaries")
-    ]
-    advantages, returns = compute_gae(*gae, cfg.gamma, cfg.lambd)
+    )
+    advantages, returns = compute_gae(
+        rewards, values, next_values, boundaries, cfg.gamma, cfg.lambd
+    )
     with torch.no_grad():
         features = policy.features(obs)
     buffer = {
