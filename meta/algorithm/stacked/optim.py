@@ -23,8 +23,7 @@ def clip_grad_norms(params: list[torch.Tensor], max_norm: float) -> torch.Tensor
         squares = squares + g.reshape(k, -1).square().sum(1)
     norms = squares.sqrt()
     coef = torch.clamp(max_norm / (norms + 1e-6), max=1.0)
-    for g in grads:
-        g.mul_(coef.view(k, *([1] * (g.ndim - 1))))
+    torch._foreach_mul_(grads, [coef.view(k, *([1] * (g.ndim - 1))) for g in grads])
     return norms
 
 
@@ -60,20 +59,35 @@ class StackedOptimizer:
 
     @torch.no_grad()
     def step(self, learning_rates: torch.Tensor) -> None:
-        """One step of every member at its own learning rate (k,)."""
+        """One step of every member at its own learning rate (k,): each parameter's arithmetic
+        as in a loop over them, taken by torch's foreach functions over the list."""
         self.steps += 1
         k = learning_rates.shape[0]
-        for p, (exp_avg, exp_avg_sq) in zip(self.params, self.moments, strict=True):
-            if p.grad is None:
-                continue
-            scale = self.scale_of[id(p)]
-            lr = learning_rates.view(k, *([1] * (p.ndim - 1)))
-            if self.kind == "sgd":
-                p.sub_(p.grad * (lr / scale**2))
-                continue
-            exp_avg.lerp_(p.grad, 1 - BETA1)
-            exp_avg_sq.mul_(BETA2).addcmul_(p.grad, p.grad, value=1 - BETA2)
-            bias_correction1 = 1 - BETA1**self.steps
-            bias_correction2_sqrt = (1 - BETA2**self.steps) ** 0.5
-            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps * scale)
-            p.sub_(exp_avg / denom * (lr / scale / bias_correction1))
+        live = [
+            (p, g, m)
+            for p, m in zip(self.params, self.moments, strict=True)
+            if (g := p.grad) is not None
+        ]
+        params, grads = [p for p, _, _ in live], [g for _, g, _ in live]
+        scales = [self.scale_of[id(p)] for p in params]
+        rates = [learning_rates.view(k, *([1] * (p.ndim - 1))) for p in params]
+        if self.kind == "sgd":
+            torch._foreach_sub_(
+                params,
+                torch._foreach_mul(grads, [r / s**2 for r, s in zip(rates, scales, strict=True)]),
+            )
+            return
+        exp_avgs, exp_avg_sqs = [m for *_, (m, _) in live], [v for *_, (_, v) in live]
+        torch._foreach_lerp_(exp_avgs, grads, 1 - BETA1)
+        torch._foreach_mul_(exp_avg_sqs, BETA2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - BETA2)
+        bias_correction1 = 1 - BETA1**self.steps
+        bias_correction2_sqrt = (1 - BETA2**self.steps) ** 0.5
+        denom = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_div_(denom, bias_correction2_sqrt)
+        torch._foreach_add_(denom, [self.eps * s for s in scales])
+        update = torch._foreach_div(exp_avgs, denom)
+        torch._foreach_mul_(
+            update, [r / s / bias_correction1 for r, s in zip(rates, scales, strict=True)]
+        )
+        torch._foreach_sub_(params, update)

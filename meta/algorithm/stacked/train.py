@@ -26,7 +26,7 @@ from envs.tasks.stack import stackable_envs
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout, Timers
 from meta.algorithm.ppo.train import SuccessLog, buffer_stats, summary
-from meta.algorithm.ppo.weights import cpu_weights
+from meta.algorithm.ppo.weights import Weights, cpu_weights
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.stacked.collect import StackedCollection
 from meta.algorithm.stacked.network import StackedPolicy
@@ -75,14 +75,13 @@ def train_stacked(
     first = requests[0]
     cfg, network, device = first.ppo, first.network, first.device
     cfg.validate()
-    starts = [start_policy(r, env) for r, env in zip(requests, envs, strict=True)]
-    *_, mean_layer = (m for m in starts[0].actor if isinstance(m, torch.nn.Linear))
-    policy = StackedPolicy(
-        [cpu_weights(p) for p in starts], network.normalize, network.normalizer_epsilon, device
-    )
-    scaled = [
-        policy.params[f"actor.{_index(starts[0], mean_layer)}.{n}"] for n in ("weight", "bias")
-    ]
+    head = start_policy(first, envs[0])
+    layout = cpu_weights(head)
+    rest = zip(requests[1:], envs[1:], strict=True)
+    weights = [layout, *(_start_weights(r, e, layout) for r, e in rest)]
+    *_, mean_layer = (m for m in head.actor if isinstance(m, torch.nn.Linear))
+    policy = StackedPolicy(weights, network.normalize, network.normalizer_epsilon, device)
+    scaled = [policy.params[f"actor.{_index(head, mean_layer)}.{n}"] for n in ("weight", "bias")]
     optimizer = StackedOptimizer(
         policy.parameters(), cfg.optimizer, cfg.adam_epsilon, scaled, cfg.action_scale
     )
@@ -97,9 +96,10 @@ def train_stacked(
         collection = StackedCollection(envs, cfg.time_horizon, timers, policy.log_std.device)  # type: ignore[arg-type]
         episodes, agents = collection.episodes, {collection.n}
     else:
+        # the stacked policy acts: a collector's own policy only says the device
         collection = [
-            Collector(env, BEHAVIOR_NAME, start, g, cfg.time_horizon, timers)
-            for env, start, g in zip(envs, starts, generators, strict=True)
+            Collector(env, BEHAVIOR_NAME, head, g, cfg.time_horizon, timers)
+            for env, g in zip(envs, generators, strict=True)
         ]
         episodes, agents = [c.episodes for c in collection], {c.num_agents for c in collection}
     if len(agents) != 1:
@@ -138,6 +138,20 @@ def train_stacked(
                 result = _with_meta_gradient(request, envs[i], result)
         results.append(result)
     return results
+
+
+def _start_weights(request: TrainRequest, env: AgentEnvironment, layout: Weights) -> Weights:
+    """The request's start weights: its own when it resets nothing (no module to build)."""
+    given = request.weights
+    if (
+        given is None
+        or request.reset
+        or request.log_std is not None
+        or given.keys() != layout.keys()
+        or any(given[k].dtype != v.dtype or given[k].shape != v.shape for k, v in layout.items())
+    ):
+        return cpu_weights(start_policy(request, env))
+    return {key: given[key] for key in layout}
 
 
 def _index(policy: torch.nn.Module, layer: torch.nn.Module) -> str:
