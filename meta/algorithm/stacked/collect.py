@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from envs.tasks.adapter import ActionError, TaskEnv
+from envs.tasks.core import ACTION_SIZE, OBS_SIZE
 from envs.tasks.stack import CoreStack
 from meta.algorithm.ppo.rollout import (
     Bootstrap,
@@ -45,7 +46,7 @@ class StackedCollection:
             for members in families.values()
         ]
         self.k, self.n = len(envs), envs[0].num_areas
-        self.obs = np.empty((self.k, self.n, envs[0].core._s.shape[0]), np.float32)
+        self.obs = np.empty((self.k, self.n, OBS_SIZE), np.float32)
         for rows, stack in self.groups:
             self.obs[rows] = stack.observe().reshape(-1, self.n, self.obs.shape[2])
         self.time_horizon, self.timers, self.device = time_horizon, timers, device
@@ -59,7 +60,7 @@ class StackedCollection:
         """`steps` steps of every member, `act` acting for all; each member's buffer, its
         bootstrap values by its own `values_of[i]`."""
         k, n, obs_size = self.obs.shape
-        action_size = 2
+        action_size = ACTION_SIZE
         obs_np = np.empty((k, steps, n, obs_size), np.float32)
         actions = torch.empty((k, steps, n, action_size))
         log_probs = torch.empty((k, steps, n))

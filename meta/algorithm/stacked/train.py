@@ -1,9 +1,10 @@
-"""k training requests in lockstep: one stacked policy acts for k collectors, one update for all.
+"""k training requests in lockstep: one stacked policy acts for all k, one update for all.
 
 Each member keeps its own environment, random stream (its request's seed: the same
 minibatch orders and action noise as alone), losses, gradient-norm clip, learning rate, beta
-and epsilon schedules, Adam state and normaliser. The environments step one after the other
-(each batched over its areas); every forward, backward and optimizer step is one for all k.
+and epsilon schedules, Adam state and normaliser. Built-in tasks of one family step as one
+core over all the members' areas (meta.algorithm.stacked.collect), other environments one
+after the other; every forward, backward and optimizer step is one for all k.
 
 What it gives equals the sequential runner's (meta.algorithm.training) up to rounding: the
 batched matrix products and the optimizer's arithmetic round differently from `addmm` and the
