@@ -72,16 +72,13 @@ class CoreStack:
     def release(self) -> None:
         """Write each area's state back into its member, with the last step's results."""
         self.deliver()
-        n = self.n
-        for i, core in enumerate(self.cores):
-            part = slice(i * n, (i + 1) * n)
+        obs, reward, ended = self._last if self._last is not None else (None, None, None)
+        for i, (env, core) in enumerate(zip(self.envs, self.cores, strict=True)):
+            part = slice(i * self.n, (i + 1) * self.n)
             for name in type(core).STATE:
                 getattr(core, name)[...] = getattr(self.core, name)[..., part]
-        if self._last is None:
-            return
-        obs, reward, ended = self._last
-        for i, env in enumerate(self.envs):
-            part = slice(i * n, (i + 1) * n)
+            if obs is None or reward is None:
+                continue
             mine = None
             if ended is not None:
                 rows = (ended.agent_id >= part.start) & (ended.agent_id < part.stop)

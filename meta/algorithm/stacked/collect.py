@@ -42,12 +42,12 @@ class StackedCollection:
         for i, env in enumerate(envs):
             families.setdefault(type(env.core), []).append(i)
         self.groups = [
-            (_rows(members, len(envs)), CoreStack([envs[i] for i in members]))
+            (_rows(members, len(envs)), np.asarray(members), CoreStack([envs[i] for i in members]))
             for members in families.values()
         ]
         self.k, self.n = len(envs), envs[0].num_areas
         self.obs = np.empty((self.k, self.n, OBS_SIZE), np.float32)
-        for rows, stack in self.groups:
+        for rows, _, stack in self.groups:
             self.obs[rows] = stack.observe().reshape(-1, self.n, self.obs.shape[2])
         self.time_horizon, self.timers, self.device = time_horizon, timers, device
         shape = (self.k, self.n)
@@ -82,8 +82,8 @@ class StackedCollection:
             if np.isnan(clipped).any():
                 raise ActionError("continuous actions for the stacked tasks contain NaN")
             with self.timers.scope("env_step"):
-                for rows, stack in self.groups:
-                    self._step(stack, rows, clipped, t, rewards, ended, cuts)
+                for rows, members, stack in self.groups:
+                    self._step(stack, rows, members, clipped, t, rewards, ended, cuts)
             self.trajectory_length += 1
             self.episode_return += rewards[:, t]
             self.episode_length += 1
@@ -97,7 +97,7 @@ class StackedCollection:
             cut = now | (self.trajectory_length >= self.time_horizon)
             boundaries[:, t] = cut
             self.trajectory_length[cut] = 0
-        for _, stack in self.groups:
+        for *_, stack in self.groups:
             stack.deliver()
         self._log(done)
         columns = (obs_np, actions, log_probs, values, rewards, boundaries, ended, cuts)
@@ -105,13 +105,14 @@ class StackedCollection:
 
     def release(self) -> None:
         """Hand every member's state back to its environment."""
-        for _, stack in self.groups:
+        for *_, stack in self.groups:
             stack.release()
 
     def _step(
         self,
         stack: CoreStack,
         rows: slice | np.ndarray,
+        members: np.ndarray,
         clipped: np.ndarray,
         t: int,
         rewards: np.ndarray,
@@ -122,7 +123,6 @@ class StackedCollection:
         n = self.n
         moves = clipped[rows].reshape(-1, clipped.shape[2])
         obs, reward, finished = stack.step(moves)
-        members = np.arange(self.k)[rows]
         rewards[rows, t] = reward.reshape(-1, n)
         self.obs[rows] = obs.reshape(-1, n, obs.shape[1])
         if finished is None:
