@@ -174,6 +174,10 @@ class TaskEnv(InProcessEnv):
         self._acted = False
         self._publish(*self._core.step(action))
 
+    def adopt(self, obs: np.ndarray, reward: np.ndarray, ended: Ended | None) -> None:
+        """Take a step of these areas computed elsewhere (a core stack) as the last step's."""
+        self._publish(obs, reward, ended)
+
     def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
         """The decision and terminal steps of the last step (or reset)."""
         self._check_behavior(behavior_name)

@@ -85,4 +85,4 @@ class CoreStack:
                 if rows.any():
                     ids = (ended.agent_id[rows] - part.start).astype(np.int32)
                     mine = Ended(ids, ended.obs[rows], ended.reward[rows], ended.interrupted[rows])
-            env._publish(obs[part].copy(), reward[part].copy(), mine)
+            env.adopt(obs[part].copy(), reward[part].copy(), mine)
