@@ -173,7 +173,7 @@ class BatchedTask(Generic[P]):
     def reset(self) -> np.ndarray:
         """Start a new episode in every area (pending parameters apply); return observations."""
         self._spawn(self._all)
-        return self._observe()
+        return self.observe()
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, np.ndarray, Ended | None]:
         """Advance every area by one decision of (n, 2) float32 moves in [-1, 1]."""
@@ -198,7 +198,7 @@ class BatchedTask(Generic[P]):
         self.remaining -= 1.0
         done = self.remaining <= 0.0
         done |= success
-        obs = self._observe()
+        obs = self.observe()
         if not done.any():
             return obs, reward, None
         return self._end(np.flatnonzero(done), success, obs, reward)
@@ -213,7 +213,7 @@ class BatchedTask(Generic[P]):
             self._record(won, self._max_step[idx] - self.remaining[idx])
         reward[idx] = 0.0
         self._spawn(idx)
-        return self._observe(), reward, ended
+        return self.observe(), reward, ended
 
     def _measure(self) -> None:
         """Objective minus agent, and its length, for every area."""
@@ -240,7 +240,7 @@ class BatchedTask(Generic[P]):
         self.rest[idx] = rest
         self._phi[idx] = norm(diff) + rest
 
-    def _observe(self) -> np.ndarray:
+    def observe(self) -> np.ndarray:
         """A new (n, 10) float32 observation array of the current state."""
         obs = np.empty((self.num_areas, OBS_SIZE), F32)
         np.multiply(self._s, self._scale, out=obs.T)

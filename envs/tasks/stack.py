@@ -41,7 +41,7 @@ class CoreStack:
 
     def observe(self) -> np.ndarray:
         """Every area's current observation, (k·n, obs)."""
-        return self.core._observe()
+        return self.core.observe()
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, np.ndarray, Ended | None]:
         """Step every area with its (k·n, 2) clipped moves; the core's results, ids over k·n."""
