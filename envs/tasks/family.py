@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -142,10 +143,26 @@ class Family:
             raise ValueError(f"unknown split {split!r} (known: {', '.join(SPLITS)})")
         return self.train_ranges if split == "train" else self.test_ranges
 
-    def sample_params(self, rng: np.random.Generator, split: str = "train") -> dict[str, float]:
-        """One task: each ranged parameter uniform over its split's intervals."""
+    def patches(self, split: str = "train", fixed: Iterable[str] = ()) -> list[dict[str, int]]:
+        """Every combination of one interval per parameter ranged over several (those not in
+        `fixed`): the split's patches, as interval indices, in a fixed order."""
+        several = {
+            name: len(intervals)
+            for name, intervals in self.ranges(split).items()
+            if len(intervals) > 1 and name not in set(fixed)
+        }
+        combos = itertools.product(*(range(n) for n in several.values()))
+        return [dict(zip(several, combo, strict=True)) for combo in combos]
+
+    def sample_params(
+        self, rng: np.random.Generator, split: str = "train", patch: Mapping[str, int] | None = None
+    ) -> dict[str, float]:
+        """One task: each ranged parameter uniform over its split's intervals, or over the one
+        interval `patch` names for it."""
         out: dict[str, float] = {}
         for name, intervals in self.ranges(split).items():
+            if patch and name in patch:
+                intervals = (intervals[patch[name]],)
             u = float(rng.random()) * sum(high - low for low, high in intervals)
             for low, high in intervals:
                 if u < high - low:

@@ -87,12 +87,19 @@ class TaskSampler:
         weights = np.array([t.weight for t in self.tasks], np.float64)
         self.probabilities = weights / weights.sum()
 
-    def sample(self, rng: np.random.Generator) -> Task:
-        """Draw one task."""
+    def patches(self) -> list[dict[str, int]]:
+        """The patches of a one-family sampler's split, over the parameters it does not fix."""
+        import envs
+
+        (task,) = self.tasks
+        return envs.family(task.name).patches(self.split, task.params)
+
+    def sample(self, rng: np.random.Generator, patch: Mapping[str, int] | None = None) -> Task:
+        """Draw one task (within `patch`, for a one-family sampler, if given)."""
         import envs
 
         task = self.tasks[int(rng.choice(len(self.tasks), p=self.probabilities))]
-        params = envs.family(task.name).sample_params(rng, self.split)
+        params = envs.family(task.name).sample_params(rng, self.split, patch)
         for name, value in task.params.items():
             if isinstance(value, Sequence) and not isinstance(value, str):
                 low, high = (float(v) for v in value)

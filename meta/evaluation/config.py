@@ -196,6 +196,10 @@ class EvalConfig:
     """Adaptation seeds per task and method."""
     tasks_per_family: int = 4
     """Tasks drawn per family and split."""
+    stratify: bool = False
+    """Draw each split's tasks in turn from its patches (each combination of the intervals its
+    ranges are unions of, e.g. 3 × 3 hidden-goal patches), in an order shuffled per split, so
+    that their task counts differ by at most one; false: each task uniform over the ranges."""
     splits: list[str] = field(default_factory=lambda: ["test", "train"])
     """Task splits reported: held-out `test` ranges, fresh samples of the `train` ranges, and
     `validation` (the train ranges, other seeds)."""

@@ -58,9 +58,11 @@ def sample_tasks(
         for family in family_configs(setting.run.meta.tasks):
             sampler = TaskSampler([family], "test" if split == "test" else "train")
             rng = np.random.default_rng(derived_seed(setting.seed, split, family.name, _TASKS))
+            patches = _patches(sampler, rng, ev.tasks_per_family, split) if ev.stratify else []
             tasks = []
-            for i in range(setting.eval.tasks_per_family):
-                task, env_params = sampler.sample(rng), parameters.sample(rng)
+            for i in range(ev.tasks_per_family):
+                patch = patches[i % len(patches)] if patches else None
+                task, env_params = sampler.sample(rng, patch), parameters.sample(rng)
                 merged = (
                     {**env_params, **task.params}
                     if split == "test"
@@ -69,3 +71,17 @@ def sample_tasks(
                 tasks.append(EvalTask(split, i, Task(task.family, merged)))
             out[family.name, split] = tasks
     return out
+
+
+def _patches(
+    sampler: TaskSampler, rng: np.random.Generator, count: int, split: str
+) -> list[dict[str, int]]:
+    """The split's patches in a shuffled order; ValueError if `count` tasks miss one."""
+    patches = sampler.patches()
+    if count < len(patches):
+        (task,) = sampler.tasks
+        raise ValueError(
+            f"eval.stratify: eval.tasks_per_family={count} leaves some of {task.name}'s "
+            f"{len(patches)} {split} patches without a task (give at least {len(patches)})"
+        )
+    return [patches[i] for i in rng.permutation(len(patches))]
