@@ -26,7 +26,6 @@ def unity(tiny_config: Factory, base_port: int, *overrides: str) -> Config:
         "env=unity",
         "env.num_areas=8",
         f"env.base_port={base_port}",
-        "env.timeout_wait=20",
         *overrides,
     )
 

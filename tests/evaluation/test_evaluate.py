@@ -395,7 +395,7 @@ def test_parallel_adaptation_on_builds_takes_its_own_ports_and_gives_the_sequent
     tiny_config: Factory, free_ports: Callable[..., int]
 ) -> None:
     port = free_ports(12)  # the driver's block and one block per parallel job (3 builds each)
-    unity = ("env=unity", "env.num_areas=8", f"env.base_port={port}", "env.timeout_wait=20")
+    unity = ("env=unity", "env.num_areas=8", f"env.base_port={port}")
     train(tiny_config("meta.steps=1", *unity), "u")
     # joint trains on native areas only: the run stands in as its own baseline
     # one seed: 6 jobs on builds, 2 at a time, are enough to show the ports kept apart

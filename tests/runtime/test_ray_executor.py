@@ -103,7 +103,7 @@ def test_actors_lost_beyond_max_restarts_stop_the_run_before_the_meta_step_commi
 def test_actors_keep_their_builds_on_ports_of_their_own(
     tiny_config: Factory, free_ports: Callable[..., int]
 ) -> None:
-    builds = ("env=unity", "env.num_areas=8", "env.timeout_wait=20")
+    builds = ("env=unity", "env.num_areas=8")
     span = EnvPool(tiny_config(*builds).env).span  # worker ids (ports) of one pool
     cfg = tiny_config(
         *BATCH, *RAY, *builds, "meta.steps=2", f"env.base_port={free_ports(3 * span)}"
