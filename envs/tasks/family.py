@@ -146,10 +146,11 @@ class Family:
     def patches(self, split: str = "train", fixed: Iterable[str] = ()) -> list[dict[str, int]]:
         """Every combination of one interval per parameter ranged over several (those not in
         `fixed`): the split's patches, as interval indices, in a fixed order."""
+        fixed = set(fixed)
         several = {
             name: len(intervals)
             for name, intervals in self.ranges(split).items()
-            if len(intervals) > 1 and name not in set(fixed)
+            if len(intervals) > 1 and name not in fixed
         }
         combos = itertools.product(*(range(n) for n in several.values()))
         return [dict(zip(several, combo, strict=True)) for combo in combos]
