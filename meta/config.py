@@ -12,7 +12,7 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, check_normalizer
 from meta.algorithm.registry import entry
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.metric import check_objective
-from meta.runtime.config import RuntimeConfig, check_seeds, refuse_builds
+from meta.runtime.config import RuntimeConfig, check_compiled, check_seeds, refuse_builds
 
 INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
@@ -251,6 +251,11 @@ class Config:
             check_seeds(self.seeds, self.runtime.backend)
         if self.runtime.stack:
             refuse_builds("runtime.stack=true", self.env.backend, "drop runtime.stack")
+        check_compiled(
+            self.runtime,
+            self.runtime.backend == "batched" or self.runtime.stack,
+            "add runtime=batched (or runtime.stack=true with runtime=ray), or drop runtime.compile",
+        )
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
         if self.optimized_metric:

@@ -23,6 +23,8 @@ HIDDEN_UNITS = (64, 128, 256, 512)
 META_BATCH_SIZES = (1, 4, 16)
 STACKS = (1, 4, 16, 64)
 STACK_HIDDEN_UNITS = (64, 128)
+RUNTIMES = (("local", False), ("batched", False), ("batched", True))
+"""The meta-batch table's runtimes: sequential, stacked, stacked with runtime.compile."""
 OBS_SIZE, ACTION_SIZE = 10, 2
 """The built-in families' observation and action sizes."""
 
@@ -53,18 +55,20 @@ def meta_step_rate(
     folder: Path,
     limit_repeats: int,
     runtime: str = "local",
+    compiled: bool = False,
 ) -> dict[str, Any]:
-    """Meta-steps per minute of an in-process meta-train run, beside its GEMM limit."""
+    """Meta-steps per minute of an in-process meta-train run, beside its GEMM limit
+    (`compiled`: runtime.compile)."""
     from meta.config import Config, LoggerConfig, MetaConfig, RuntimeConfig
     from meta.trainer import train as meta_train
 
     ppo = PPOConfig()
     cfg = Config(
-        run_id=f"{runtime}-{meta_batch_size}",
+        run_id=f"{runtime}-{meta_batch_size}{'-compiled' * compiled}",
         results_dir=str(folder),
         meta=MetaConfig(steps=meta_steps, meta_batch_size=meta_batch_size),
         ppo=ppo,
-        runtime=RuntimeConfig(backend=runtime),
+        runtime=RuntimeConfig(backend=runtime, compile=compiled),
         logger=LoggerConfig(console=False, tensorboard=False),
     )
     run_dir = meta_train(cfg, cfg.run_id)
@@ -74,7 +78,7 @@ def meta_step_rate(
     limit_seconds = meta_batch_size * ppo.max_steps / bound
     return {
         "meta_batch_size": meta_batch_size,
-        "runtime": runtime,
+        "runtime": runtime + " compiled" * compiled,
         "per_minute": 60.0 / seconds,
         "limit_per_minute": 60.0 / limit_seconds,
         "fraction": limit_seconds / seconds,
@@ -92,21 +96,27 @@ def scaling(quick: bool) -> dict[str, Any]:
             for h in HIDDEN_UNITS
         ]
         meta_step_rate(1, 1, Path(folder) / "warm", limit_repeats)  # imports, first env
-        batches = [
-            meta_step_rate(k, 2 if quick else 3, Path(folder) / "bench", limit_repeats, runtime)
-            for k in META_BATCH_SIZES
-            for runtime in ("local", "batched")
-        ]
-        stacks = [
-            stacked_rate(k, h, limit_repeats)
-            for h in STACK_HIDDEN_UNITS
-            for k in (STACKS[:-1] if quick else STACKS)
-        ]
+        steps, batches, stacks = 2 if quick else 3, [], []
+        for k in META_BATCH_SIZES:
+            for runtime, compiled in RUNTIMES:
+                if compiled and k == 1:
+                    continue  # nothing stacks
+                if compiled:  # its shapes compiled, untimed
+                    meta_step_rate(k, 1, Path(folder) / "warm", 1, runtime, compiled)
+                bench = Path(folder) / "bench"
+                batches.append(meta_step_rate(k, steps, bench, limit_repeats, runtime, compiled))
+        for h in STACK_HIDDEN_UNITS:
+            for k in STACKS[:-1] if quick else STACKS:
+                stacks.append(stacked_rate(k, h, limit_repeats))
+                if k > 1:
+                    stacked_rate(k, h, 1, compiled=True)  # its shapes compiled, untimed
+                    stacks.append(stacked_rate(k, h, limit_repeats, compiled=True))
     return {"areas": areas, "hidden_units": hidden, "meta_batch_size": batches, "stacks": stacks}
 
 
-def stacked_rate(k: int, hidden: int, limit_repeats: int) -> dict[str, Any]:
-    """Aggregate agent-steps/s of k default inner trainings stacked, beside k GEMM limits."""
+def stacked_rate(k: int, hidden: int, limit_repeats: int, compiled: bool = False) -> dict[str, Any]:
+    """Aggregate agent-steps/s of k default inner trainings stacked, beside k GEMM limits
+    (`compiled`: runtime.compile)."""
     import time
 
     from meta.algorithm.ppo.train import policy_for
@@ -126,7 +136,7 @@ def stacked_rate(k: int, hidden: int, limit_repeats: int) -> dict[str, Any]:
     ]
     envs = [pool.env(r.tasks[0].family, {}, r.seed) for r in requests]
     started = time.perf_counter()
-    results = train_stacked(requests, envs)
+    results = train_stacked(requests, envs, compiled=compiled)
     seconds = time.perf_counter() - started
     steps = sum(r.stats["steps"] for r in results)
     # the stacked products do the FLOPs of k trainings' products: k trainings' limit
@@ -134,6 +144,7 @@ def stacked_rate(k: int, hidden: int, limit_repeats: int) -> dict[str, Any]:
     return {
         "trainings": k,
         "hidden_units": hidden,
+        "compiled": compiled,
         "rate": steps / seconds,
         "limit_rate": bound,
         "fraction": steps / seconds / bound,
@@ -155,26 +166,37 @@ def tables(scaled: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list
         ]
 
     by = {(r["meta_batch_size"], r.get("runtime", "local")): r for r in scaled["meta_batch_size"]}
+
+    def per_minute(size: int, runtime: str) -> str:
+        return f"{by[size, runtime]['per_minute']:.1f}" if (size, runtime) in by else "-"
+
     batches = [
         [
             str(size),
-            f"{by[size, 'local']['per_minute']:.1f}",
-            f"{by[size, 'batched']['per_minute']:.1f}" if (size, "batched") in by else "-",
+            per_minute(size, "local"),
+            per_minute(size, "batched"),
+            per_minute(size, "batched compiled"),
             f"{by[size, 'local']['limit_per_minute']:.1f}",
             _share(by[size, "local"]),
         ]
         for size in sorted({size for size, _ in by})
     ]
-    stacks = [
-        [
-            str(r["trainings"]),
-            str(r["hidden_units"]),
-            f"{r['rate']:,.0f}",
-            f"{r['limit_rate']:,.0f}",
-            _share(r),
-        ]
-        for r in scaled.get("stacks", [])
-    ]
+    runs = scaled.get("stacks", [])
+    compiled = {(r["trainings"], r["hidden_units"]): r for r in runs if r.get("compiled")}
+    stacks = []
+    for r in (r for r in runs if not r.get("compiled")):
+        c = compiled.get((r["trainings"], r["hidden_units"]))
+        stacks.append(
+            [
+                str(r["trainings"]),
+                str(r["hidden_units"]),
+                f"{r['rate']:,.0f}",
+                f"{c['rate']:,.0f}" if c else "-",
+                f"{r['limit_rate']:,.0f}",
+                _share(r),
+                _share(c) if c else "-",
+            ]
+        )
     return [
         (
             "Scaling: one inner training against env.num_areas (128 hidden units, 1 thread)",
@@ -191,6 +213,7 @@ def tables(scaled: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list
                     "meta.meta_batch_size",
                     "meta-steps/min",
                     "runtime=batched",
+                    "runtime=batched, compiled",
                     "GEMM-only meta-steps/min",
                     "share",
                 ],
@@ -200,7 +223,15 @@ def tables(scaled: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list
         (
             "Stacked: k default inner trainings at once (runtime=batched's stack, 1 thread)",
             (
-                ["trainings", "hidden units", "agent-steps/s", "GEMM-only agent-steps/s", "share"],
+                [
+                    "trainings",
+                    "hidden units",
+                    "agent-steps/s",
+                    "compiled",
+                    "GEMM-only agent-steps/s",
+                    "share",
+                    "compiled share",
+                ],
                 stacks,
             ),
         ),

@@ -26,7 +26,7 @@ from meta.run.directory import STATUS_FILE, RunError, check_inside, latest_weigh
 from meta.run.names import check_name
 from meta.run.status import TrainingStatus
 from meta.runtime.cluster import Cluster, join_or_start_ray
-from meta.runtime.config import refuse_builds
+from meta.runtime.config import check_compiled, refuse_builds
 
 EVAL_DIR = "eval"
 
@@ -102,6 +102,11 @@ def plan_eval(cli: Config, run_id: str) -> EvalPlan:
         refuse_builds("eval.batched=true", run.env.backend, "drop eval.batched", trained=True)
     if cli.runtime.stack:
         refuse_builds("runtime.stack=true", run.env.backend, "drop runtime.stack", trained=True)
+    check_compiled(
+        cli.runtime,
+        cli.eval.batched or cli.runtime.backend == "batched" or cli.runtime.stack,
+        "add eval.batched=true, or drop runtime.compile",
+    )
     if cli.eval.search is not None and cli.eval.search.run_first:
         cli.eval.search.run_procedure(run.ppo)
     setting = Setting(run, cli.eval, cli.seed, cli.torch_device)

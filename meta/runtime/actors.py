@@ -167,7 +167,7 @@ class RayExecutor:
     def _units(self, jobs: Sequence[Job[Any]]) -> list[Unit]:
         """Each job alone; with runtime.stack, each actor's share of a stack as one Stacked job."""
         if self.cfg.stack:
-            return units(jobs, self.cfg.num_actors)
+            return units(jobs, self.cfg.num_actors, self.cfg.compile)
         return [([i], job) for i, job in enumerate(jobs)]
 
     def _submit(self, actor: Any, job: Job[Any]) -> Any:

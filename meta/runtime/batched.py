@@ -31,8 +31,9 @@ MAX_STACK = 64
 class BatchedExecutor:
     """Stackable training requests in stacks of the same settings; other jobs one by one."""
 
-    def __init__(self, pool: EnvPool, timers: Timers | None = None) -> None:
-        self.pool, self.timers = pool, timers or NullTimers()
+    def __init__(self, pool: EnvPool, timers: Timers | None = None, compiled: bool = False) -> None:
+        """`compiled` (runtime.compile): every stack's update through torch.compile's kernels."""
+        self.pool, self.timers, self.compiled = pool, timers or NullTimers(), compiled
 
     def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
         """Every result, in order (native environments do not crash: `on_crash` is not told)."""
@@ -43,7 +44,7 @@ class BatchedExecutor:
             envs = [self.pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
             try:
                 with self.timers.scope("inner_training"):
-                    trained = train_stacked(requests, envs, self.timers)
+                    trained = train_stacked(requests, envs, self.timers, compiled=self.compiled)
             finally:
                 for env in envs:
                     self.pool.release(env)
@@ -61,10 +62,12 @@ class Stacked:
     """Jobs that stack together, as one job: their results, in order, trained as one stack."""
 
     jobs: tuple[Job[Any], ...]
+    compiled: bool = False
+    """runtime.compile, where the share trains."""
 
     def __call__(self, pool: EnvPool, timers: Timers) -> list[Any]:
         """Every job's result, in order."""
-        return list(BatchedExecutor(pool, timers).run(self.jobs))
+        return list(BatchedExecutor(pool, timers, self.compiled).run(self.jobs))
 
 
 def shares(group: Sequence[int], parts: int) -> list[list[int]]:
@@ -98,9 +101,10 @@ Unit = tuple[list[int], Job[Any]]
 """A job a worker runs and the positions of the results it gives: one, or a Stacked share's."""
 
 
-def units(jobs: Sequence[Job[Any]], parts: int) -> list[Unit]:
+def units(jobs: Sequence[Job[Any]], parts: int, compiled: bool = False) -> list[Unit]:
     """Each job alone, but each stack cut into up to `parts` shares of 2 or more, each one
-    Stacked job (so `parts` workers train a stack side by side); in the order of first jobs.
+    Stacked job (so `parts` workers train a stack side by side; `compiled`: runtime.compile);
+    in the order of first jobs.
 
     No share holds one member: it would train unstacked, on other kernels than in a stack."""
     together = [s for g in stacks(jobs) for s in shares(g, max(min(parts, len(g) // 2), 1))]
@@ -109,7 +113,7 @@ def units(jobs: Sequence[Job[Any]], parts: int) -> list[Unit]:
     out: list[Unit] = []
     for i, job in enumerate(jobs):
         if i in first:
-            out.append((first[i], Stacked(tuple(jobs[j] for j in first[i]))))
+            out.append((first[i], Stacked(tuple(jobs[j] for j in first[i]), compiled)))
         elif i not in inside:
             out.append(([i], job))
     return out

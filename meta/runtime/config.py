@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from dataclasses import dataclass
 
 from meta.algorithm.ppo.config import positive
@@ -29,6 +32,11 @@ class RuntimeConfig:
     stack: bool = False
     """ray: each actor trains its share of a meta-step's stackable trainings as one stack (as
     runtime=batched does in one process)."""
+    compile: bool = False
+    """Stacked trainings (runtime=batched, runtime.stack, eval.batched, seeds) run their
+    update's losses and backward as torch.compile's fused kernels: faster, after a compilation
+    of seconds once per process (cached on disk); the same as uncompiled to rounding, bitwise
+    in any stack and on any thread count. Needs a C++ compiler (g++, or $CXX)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
@@ -41,6 +49,8 @@ class RuntimeConfig:
                 f"runtime.stack=true is for runtime=ray (each actor stacks its share), not "
                 f"runtime={self.backend}: runtime=batched stacks in this process"
             )
+        if self.compile:
+            check_compiler()
         positive("runtime.cpus_per_actor", self.cpus_per_actor)
         positive("runtime.torch_threads", self.torch_threads)
         if self.num_cpus is not None:
@@ -61,6 +71,25 @@ class RuntimeConfig:
                 f"runtime.num_actors={self.num_actors} x runtime.cpus_per_actor="
                 f"{self.cpus_per_actor} needs {need:g} CPUs; the Ray cluster has {cpus:g}{source}"
             )
+
+
+def check_compiler() -> None:
+    """ValueError unless the C++ compiler torch.compile's CPU kernels are built with is found."""
+    name = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
+    if shutil.which(name) is None:
+        raise ValueError(
+            f"runtime.compile=true needs a C++ compiler for torch.compile's kernels and {name!r} "
+            "is not on PATH: install it (or set CXX), or drop runtime.compile"
+        )
+
+
+def check_compiled(runtime: RuntimeConfig, stacks: bool, remedy: str) -> None:
+    """ValueError when runtime.compile is asked where nothing trains stacked (`stacks`)."""
+    if runtime.compile and not stacks:
+        raise ValueError(
+            f"runtime.compile=true compiles stacked trainings and runtime={runtime.backend} "
+            f"stacks none: {remedy}"
+        )
 
 
 def check_seeds(seeds: list[int], runtime: str) -> None:

@@ -104,9 +104,12 @@ class ProcessExecutor:
     here, claim their own ports and builds (meta.runtime.slots) and have none to retry.
     """
 
-    def __init__(self, workers: int, env: EnvConfig, stack: bool = False) -> None:
-        """`stack`: the jobs that stack train as one stack cut into a share per worker."""
-        self.workers, self.stack = workers, stack
+    def __init__(
+        self, workers: int, env: EnvConfig, stack: bool = False, compiled: bool = False
+    ) -> None:
+        """`stack`: the jobs that stack train as one stack cut into a share per worker;
+        `compiled`: runtime.compile for those shares."""
+        self.workers, self.stack, self.compiled = workers, stack, compiled
         self._pool = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("spawn"),
@@ -123,7 +126,7 @@ class ProcessExecutor:
     def _stacked(self, jobs: Sequence[Job[R]]) -> Iterator[R]:
         from meta.runtime.batched import Stacked, units
 
-        work = units(jobs, self.workers)
+        work = units(jobs, self.workers, self.compiled)
         results: dict[int, R] = {}
         given = 0
         done = self._pool.map(_in_worker, [job for _, job in work], chunksize=1)
@@ -151,11 +154,11 @@ def make_executor(
     run pool; a fresh one if None). `stack` (eval.batched): stacked trainings on any backend,
     in `workers` processes that each take their share of every stack where those run locally."""
     if stack and runtime.backend == "local" and workers > 1:
-        return ProcessExecutor(workers, env, stack=True)
+        return ProcessExecutor(workers, env, stack=True, compiled=runtime.compile)
     if stack or runtime.backend == "batched":
         from meta.runtime.batched import BatchedExecutor
 
-        return BatchedExecutor(pool or EnvPool(env), timers)
+        return BatchedExecutor(pool or EnvPool(env), timers, runtime.compile)
     if runtime.backend == "ray":
         from meta.runtime.actors import RayExecutor
 

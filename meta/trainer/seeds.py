@@ -54,7 +54,9 @@ class SeedGroup:
 
     def meta_step_once(self, trainers: list[MetaTrainer]) -> list[Rows]:
         """The next meta-step of each of `trainers`, their jobs run together; each one's rows."""
-        executor = BatchedExecutor(trainers[0].plan.pool, _EveryTimers(t.timers for t in trainers))
+        first = trainers[0]
+        timers = _EveryTimers(t.timers for t in trainers)
+        executor = BatchedExecutor(first.plan.pool, timers, first.cfg.runtime.compile)
         with ExitStack() as scopes:
             for trainer in trainers:
                 scopes.enter_context(trainer.timers.scope("meta_step"))

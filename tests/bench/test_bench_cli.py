@@ -196,9 +196,18 @@ def test_quick_bench_reports_what_it_measured(
     scaled = report["scaling"]
     assert [r["areas"] for r in scaled["areas"]] == [16]
     assert [r["hidden_units"] for r in scaled["hidden_units"]] == [64]
-    assert [r["meta_batch_size"] for r in scaled["meta_batch_size"]] == [1, 1, 2, 2]
-    assert [r["runtime"] for r in scaled["meta_batch_size"]] == ["local", "batched"] * 2
-    assert [(r["trainings"], r["hidden_units"]) for r in scaled["stacks"]] == [(1, 64), (2, 64)]
+    assert [(r["meta_batch_size"], r["runtime"]) for r in scaled["meta_batch_size"]] == [
+        (1, "local"),
+        (1, "batched"),
+        (2, "local"),
+        (2, "batched"),
+        (2, "batched compiled"),  # runtime.compile where something stacks
+    ]
+    assert [(r["trainings"], r["compiled"]) for r in scaled["stacks"]] == [
+        (1, False),
+        (2, False),
+        (2, True),
+    ]
     tables = markdown_tables(text)
     printed = capsys.readouterr().out
     assert "meta-bench: wrote" in printed
@@ -284,11 +293,16 @@ def check_scaling_against_json(tables: dict[str, Table], scaled: dict[str, Any])
         assert int(shown["meta.meta_batch_size"]) == size
         assert shows(shown["meta-steps/min"], row["per_minute"])
         assert shows(shown["runtime=batched"], batched["per_minute"])
+        compiled = by.get((size, "batched compiled"))
+        shown_compiled = shown["runtime=batched, compiled"]
+        assert shows(shown_compiled, compiled["per_minute"]) if compiled else shown_compiled == "-"
         assert shows(shown["GEMM-only meta-steps/min"], row["limit_per_minute"])
         assert shows(shown["share"], row["fraction"])
         assert row["fraction"] == pytest.approx(row["per_minute"] / row["limit_per_minute"])
     (title,) = [t for t in tables if t.startswith("Stacked: k default inner trainings")]
-    for shown, row in zip(tables[title], scaled["stacks"], strict=True):
+    stacks = {(r["trainings"], r["hidden_units"], r["compiled"]): r for r in scaled["stacks"]}
+    eager = [r for r in scaled["stacks"] if not r["compiled"]]
+    for shown, row in zip(tables[title], eager, strict=True):
         assert (int(shown["trainings"]), int(shown["hidden units"])) == (
             row["trainings"],
             row["hidden_units"],
@@ -296,3 +310,9 @@ def check_scaling_against_json(tables: dict[str, Table], scaled: dict[str, Any])
         assert shows(shown["agent-steps/s"], row["rate"])
         assert shows(shown["GEMM-only agent-steps/s"], row["limit_rate"])
         assert shows(shown["share"], row["fraction"])
+        compiled = stacks.get((row["trainings"], row["hidden_units"], True))
+        if compiled is None:
+            assert shown["compiled"] == shown["compiled share"] == "-"
+        else:
+            assert shows(shown["compiled"], compiled["rate"])
+            assert shows(shown["compiled share"], compiled["fraction"])

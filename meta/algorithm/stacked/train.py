@@ -64,11 +64,13 @@ def train_stacked(
     envs: Sequence[AgentEnvironment],
     timers: Timers | None = None,
     merge: bool = True,
+    compiled: bool = False,
 ) -> list[TrainResult]:
     """Train every request on its environment, all k in lockstep; results in order.
 
     `merge`: built-in tasks of one family step as one core over all their areas (the same
-    numbers as each environment stepped by itself, which False does).
+    numbers as each environment stepped by itself, which False does). `compiled`
+    (runtime.compile): the update's losses and backward as torch.compile's fused kernels.
     """
     keep_freed_memory()
     started = time.perf_counter()
@@ -120,7 +122,9 @@ def train_stacked(
         if cfg.schedule_timing == "after_buffer":
             current = [h.after(cfg, steps, cfg.max_steps) for h in hypers]
         with timers.scope("update"):
-            updates = stacked_update(policy, optimizer, rollouts, cfg, current, generators)
+            updates = stacked_update(
+                policy, optimizer, rollouts, cfg, current, generators, compiled
+            )
         for i, update in enumerate(updates):
             update.update(buffer_stats(episodes[i], before[i], steps, successes[i]))
             histories[i].append(update)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 
 import torch
 
@@ -60,8 +61,10 @@ def stacked_update(
     cfg: PPOConfig,
     hypers: list[Hyper],
     generators: list[torch.Generator],
+    compiled: bool = False,
 ) -> list[dict[str, float]]:
-    """One PPO update of every member on its buffer; each member's statistics."""
+    """One PPO update of every member on its buffer; each member's statistics (`compiled`:
+    the losses and their backward as torch.compile's kernels, see `compiled_losses`)."""
     k = len(rollouts)
     device = policy.params["log_std"].device
     steps, n = rollouts[0].rewards.shape
@@ -97,6 +100,7 @@ def stacked_update(
     if cfg.advantage_normalization == "buffer":
         std, mean = torch.std_mean(buffer["advantages"], dim=1, correction=0, keepdim=True)
         buffer["advantages"] = (buffer["advantages"] - mean) / (std + 1e-10)
+    losses = compiled_losses() if compiled else _losses
     sums = torch.zeros(5, k, device=device)
     count = 0
     batch_size = cfg.batch_size
@@ -111,7 +115,7 @@ def stacked_update(
             if cfg.advantage_normalization != "buffer":
                 std, mean = torch.std_mean(batch["advantages"], dim=1, keepdim=True)
                 batch["advantages"] = (batch["advantages"] - mean) / (std + 1e-8)
-            sums += _gradient_step(policy, optimizer, batch, cfg, lr, beta, eps)
+            sums += _gradient_step(policy, optimizer, batch, cfg, lr, beta, eps, losses)
             count += 1
     means = (sums / count).cpu().tolist()
     out = []
@@ -139,6 +143,22 @@ def _gathered(x: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
     return torch.gather(x, 1, index)
 
 
+Losses = Callable[
+    [StackedPolicy, dict[str, torch.Tensor], PPOConfig, torch.Tensor, torch.Tensor],
+    tuple[torch.Tensor, torch.Tensor],
+]
+"""`_losses`, or what torch.compile makes of it."""
+
+
+@cache
+def compiled_losses() -> Losses:
+    """`_losses` compiled once per process (inductor), its backward too: the elementwise work
+    of the SiLUs, the losses and their gradients fused into a few kernels around the matrix
+    products. Shapes are symbolic (`dynamic=True`), so one graph serves every stack size,
+    batch and width, and a member's bits do not depend on the stack it is in or the threads."""
+    return torch.compile(_losses, dynamic=True)
+
+
 def _gradient_step(
     policy: StackedPolicy,
     optimizer: StackedOptimizer,
@@ -147,6 +167,7 @@ def _gradient_step(
     lr: torch.Tensor,
     beta: torch.Tensor,
     eps: torch.Tensor,
+    losses: Losses,
 ) -> torch.Tensor:
     """One minibatch step of every member; (policy loss, value loss, entropy, KL, clip) x k.
 
@@ -161,7 +182,7 @@ def _gradient_step(
     for part in parts:
         members = policy if whole else policy.members(part, leaves=True)
         chunk = batch if whole else {name: x[part] for name, x in batch.items()}
-        loss, stat = _losses(members, chunk, cfg, beta[part], eps[part])
+        loss, stat = losses(members, chunk, cfg, beta[part], eps[part])
         loss.backward()
         stats.append(stat)
     clip_grad_norms(policy.parameters(), cfg.max_grad_norm)
