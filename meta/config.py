@@ -253,7 +253,6 @@ class Config:
             refuse_builds("runtime.stack=true", self.env.backend, "drop runtime.stack")
         check_compiled(
             self.runtime,
-            self.runtime.backend == "batched" or self.runtime.stack,
             "add runtime=batched (or runtime.stack=true with runtime=ray), or drop runtime.compile",
         )
         if self.resume and self.force:

@@ -102,11 +102,7 @@ def plan_eval(cli: Config, run_id: str) -> EvalPlan:
         refuse_builds("eval.batched=true", run.env.backend, "drop eval.batched", trained=True)
     if cli.runtime.stack:
         refuse_builds("runtime.stack=true", run.env.backend, "drop runtime.stack", trained=True)
-    check_compiled(
-        cli.runtime,
-        cli.eval.batched or cli.runtime.backend == "batched" or cli.runtime.stack,
-        "add eval.batched=true, or drop runtime.compile",
-    )
+    check_compiled(cli.runtime, "add eval.batched=true, or drop runtime.compile", cli.eval.batched)
     if cli.eval.search is not None and cli.eval.search.run_first:
         cli.eval.search.run_procedure(run.ppo)
     setting = Setting(run, cli.eval, cli.seed, cli.torch_device)

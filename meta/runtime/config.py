@@ -83,8 +83,10 @@ def check_compiler() -> None:
         )
 
 
-def check_compiled(runtime: RuntimeConfig, stacks: bool, remedy: str) -> None:
-    """ValueError when runtime.compile is asked where nothing trains stacked (`stacks`)."""
+def check_compiled(runtime: RuntimeConfig, remedy: str, eval_batched: bool = False) -> None:
+    """ValueError when runtime.compile is asked where nothing trains stacked: neither the
+    runtime (runtime=batched, runtime.stack) nor meta-eval (`eval_batched`)."""
+    stacks = runtime.backend == "batched" or runtime.stack or eval_batched
     if runtime.compile and not stacks:
         raise ValueError(
             f"runtime.compile=true compiles stacked trainings and runtime={runtime.backend} "

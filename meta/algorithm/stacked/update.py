@@ -154,8 +154,9 @@ Losses = Callable[
 def compiled_losses() -> Losses:
     """`_losses` compiled once per process (inductor), its backward too: the elementwise work
     of the SiLUs, the losses and their gradients fused into a few kernels around the matrix
-    products. Shapes are symbolic (`dynamic=True`), so one graph serves every stack size,
-    batch and width, and a member's bits do not depend on the stack it is in or the threads."""
+    products. Shapes are symbolic (`dynamic=True`): one graph serves stack sizes, batches and
+    widths (sizes that happen to be equal, a stack of 2 beside the 2-D action, recompile once),
+    and a member's bits do not depend on the stack it is in or the threads."""
     return torch.compile(_losses, dynamic=True)
 
 
