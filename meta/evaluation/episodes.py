@@ -1,9 +1,13 @@
-"""Episodes of a policy on a task: the mean return and success of every area's first episodes."""
+"""Episodes of a policy on a task: the mean return and success of every area's first episodes.
+
+`run_stacked_episodes` runs k policies' episodes on k built-in environments in lockstep.
+"""
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -11,7 +15,12 @@ from mlagents_envs.base_env import ActionTuple
 
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
+from envs.tasks.adapter import TaskEnv
+from envs.tasks.stack import CoreStack
+from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.weights import Weights
+from meta.algorithm.stacked.network import StackedPolicy, pieces
 
 Act = Callable[[np.ndarray], np.ndarray]
 
@@ -63,3 +72,87 @@ def run_episodes(env: AgentEnvironment, act: Act, episodes: int) -> tuple[float,
             running += reward
     values = np.concatenate(returns)
     return float(values.mean()), float(np.concatenate(successes).mean()), len(values)
+
+
+StackedAct = Callable[[torch.Tensor, np.ndarray], torch.Tensor]
+"""Every member's actions (k, n, actions) for their observations (k, n, obs); a member whose
+`active` (k,) is false may get any actions (its episodes are counted already)."""
+
+
+def stacked_actor(
+    weights: Sequence[Weights],
+    network: NetworkConfig,
+    device: str,
+    deterministic: bool,
+    generators: Sequence[torch.Generator],
+) -> StackedAct:
+    """k policies' `policy_actor`s as one: each member's actions from its own weights and, when
+    sampling, its own generator (the draws of its `policy_actor`).
+
+    The means are batched products over fixed pieces of 2 or 3 members, a piece skipped once
+    none of its members is active, so a member acts with the same bits in any stack of 2 or
+    more (those of `Policy.act` to the products' rounding)."""
+    policy = StackedPolicy(weights, network.normalize, network.normalizer_epsilon, device)
+    parts = [(part, policy.members(part)) for part in pieces(policy.k, 2)]
+    std = policy.log_std.detach().exp()[:, None]
+
+    @torch.no_grad()
+    def act(obs: torch.Tensor, active: np.ndarray) -> torch.Tensor:
+        obs = obs.to(device)
+        mean = torch.zeros((*obs.shape[:2], std.shape[2]), device=obs.device, dtype=obs.dtype)
+        for part, member in parts:
+            if active[part].any():
+                mean[part] = member.mean_from(member.features(obs[part]))
+        if deterministic:
+            return mean
+        for i in np.flatnonzero(active):
+            noise = torch.randn(mean.shape[1:], generator=generators[i], device=mean.device)
+            mean[i] += std[i] * noise
+        return mean
+
+    return act
+
+
+def run_stacked_episodes(
+    envs: Sequence[TaskEnv], act: StackedAct, episodes: int
+) -> list[tuple[float, float, int]]:
+    """`run_episodes` of k built-in environments of one family and size, stepped as one core
+    with `act` acting for all: each member's mean return, success and episode count, the same
+    numbers as its own `run_episodes` given the same actions."""
+    for env in envs:
+        env.reset()
+    stack = CoreStack(envs)
+    k, n = len(envs), stack.n
+    per_area = math.ceil(episodes / n)
+    running = np.zeros(k * n, np.float64)
+    done = np.zeros(k * n, np.int64)
+    areas: list[np.ndarray] = []
+    returns: list[np.ndarray] = []
+    successes: list[np.ndarray] = []
+    obs = stack.observe()
+    while (active := (done.reshape(k, n) < per_area).any(1)).any():
+        action = act(torch.from_numpy(obs.reshape(k, n, -1)), active)
+        action = action.reshape(k * n, -1).cpu().numpy()
+        obs, step_reward, ended = stack.step(np.clip(action, -1, 1).astype(np.float32, copy=False))
+        reward = step_reward.astype(np.float64)
+        if ended is not None:
+            idx = ended.agent_id
+            reward[idx] = ended.reward
+            running += reward
+            counted = done[idx] < per_area
+            areas.append(idx[counted])
+            returns.append(running[idx[counted]])
+            successes.append(~ended.interrupted[counted])
+            running[idx] = 0.0
+            done[idx] += 1
+        else:
+            running += reward
+    # each member's episodes in the order they ended, as its own run_episodes lists them
+    member = np.concatenate(areas) // n
+    order = np.argsort(member, kind="stable")
+    bounds = np.searchsorted(member[order], np.arange(k + 1))
+    values, won = np.concatenate(returns)[order], np.concatenate(successes)[order]
+    return [
+        (float(values[a:b].mean()), float(won[a:b].mean()), int(b - a))
+        for a, b in itertools.pairwise(bounds)
+    ]

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from meta.algorithm.ppo.rollout import NullTimers, Timers
-from meta.algorithm.request import TrainRequest
+from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.stacked.network import near_equal
 from meta.algorithm.stacked.train import same_shape, stackable, train_stacked
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash, give_up
-from meta.runtime.jobs import Job, TrainingJob
+from meta.runtime.jobs import FinishedTogether, Job, TrainingJob
 
 R = TypeVar("R")
 MAX_STACK = 64
@@ -48,13 +48,21 @@ class BatchedExecutor:
             finally:
                 for env in envs:
                     self.pool.release(env)
-            for i, job, result in zip(group, stacked, trained, strict=True):
-                results[i] = job.finish(self.pool, result)  # type: ignore[attr-defined]
+            for i, result in zip(group, finish(self.pool, stacked, trained), strict=True):
+                results[i] = result
         for i, job in enumerate(jobs):
             yield results[i] if i in results else job(self.pool, self.timers)
 
     def close(self) -> None:
         """The pool belongs to whoever made it."""
+
+
+def finish(pool: EnvPool, jobs: Sequence[Job[R]], trained: Sequence[TrainResult]) -> list[R]:
+    """Each job's result from its training's: at once where the jobs finish together."""
+    kind = type(jobs[0])
+    if isinstance(jobs[0], FinishedTogether) and all(type(job) is kind for job in jobs):
+        return jobs[0].finish_together(pool, jobs, trained)
+    return [job.finish(pool, r) for job, r in zip(jobs, trained, strict=True)]  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

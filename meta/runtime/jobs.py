@@ -6,7 +6,7 @@ so the same job gives the same result in this process, a worker process or a Ray
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -40,6 +40,18 @@ class TrainingJob(Protocol[R_co]):
 
     def finish(self, pool: EnvPool, result: TrainResult) -> R_co:
         """The job's result from its training's."""
+        ...
+
+
+@runtime_checkable
+class FinishedTogether(Protocol):
+    """A training job whose last steps over a whole stack's results run as one."""
+
+    @staticmethod
+    def finish_together(
+        pool: EnvPool, jobs: Sequence[Any], results: Sequence[TrainResult]
+    ) -> list[Any]:
+        """Each job's `finish(pool, result)`, in order."""
         ...
 
 

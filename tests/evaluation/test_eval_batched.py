@@ -43,8 +43,10 @@ def test_stacked_adaptations_give_the_sequential_rows(tiny_config: Factory) -> N
     assert [[r[k] for k in keys] for r in seq] == [[r[k] for k in keys] for r in stacked]
     assert {r["budget"] for r in seq} == {"0", "1", "2"}
     for a, b in zip(seq, stacked, strict=True):
-        if a["budget"] == "0":  # the starts themselves: nothing stacked yet
-            assert a == b
+        if a["budget"] == "0":  # the starts themselves, acted by stacked products (measured
+            # together): the episodes end alike, the shaped rewards move in their last bits
+            assert a["success"] == b["success"]
+            assert float(a["mean_reward"]) == pytest.approx(float(b["mean_reward"]), abs=1e-6)
         # weights within 1e-5 of each other give the same episodes but where an action rounds
         # across a clip or a goal's edge: the mean reward is the same to a few 1e-3
         assert float(a["mean_reward"]) == pytest.approx(float(b["mean_reward"]), abs=0.05)

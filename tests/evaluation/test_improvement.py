@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from rliable import metrics
 
-from meta.evaluation.improvement import improvements, run_aucs
+from meta.evaluation.improvement import improvements, probability_of_improvement, run_aucs
 from meta.evaluation.statistics import Measurement
 from meta.evaluation.steps import steps_to_target
 
@@ -57,3 +57,15 @@ def test_a_start_never_better_than_its_baseline_has_probability_zero() -> None:
         rows += curve("joint", 0, seed, [0.0, 1.0, 1.0])
     (row,) = improvements(rows, ["reptile"], samples=100)
     assert (row.baseline, row.probability, row.ci_high) == ("joint", 0.0, 0.0)
+
+
+def test_probability_of_improvement_is_rliables_number_to_the_bit() -> None:
+    # ties (AUCs rounded to 0, 1 or 2 decimals), equal columns, and unequal numbers of runs
+    rng = np.random.default_rng(0)
+    for case in range(400):
+        runs_x, runs_y, tasks = rng.integers(1, 9, 3)
+        x = np.round(rng.random((runs_x, tasks)), case % 3)
+        y = x.copy() if case % 5 == 0 else np.round(rng.random((runs_y, tasks)), case % 3)
+        assert probability_of_improvement(x, y) == metrics.probability_of_improvement(x, y)
+    same = rng.random((4, 3))
+    assert probability_of_improvement(same, same) == 0.5
