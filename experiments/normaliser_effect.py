@@ -30,7 +30,7 @@ from meta.algorithm.ppo.update import compute_gae, explained_variance, ppo_updat
 from meta.algorithm.reptile import TaskSampler
 from meta.cli import register_configs
 from meta.config import Config, TaskConfig
-from meta.evaluation.adapt import policy_actor, run_episodes
+from meta.evaluation.episodes import policy_actor, run_episodes
 
 
 def config(overrides: list[str]) -> Config:

@@ -18,7 +18,7 @@ import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import ray
@@ -62,7 +62,9 @@ class Worker:
             assert start is not None
             job = job.starting_from(to_torch(start))
         result = job(self.pool, NullTimers())
-        return [shipped(r) for r in result] if isinstance(job, Stacked) else [shipped(result)]
+        if isinstance(job, Stacked):
+            return [shipped(r) for r in cast(list[Any], result)]
+        return [shipped(result)]
 
     def pid(self) -> int:
         """This actor's process id (for the fault tests and the benchmark)."""
@@ -173,6 +175,7 @@ class RayExecutor:
     def _submit(self, actor: Any, job: Job[Any]) -> Any:
         """The job on `actor`; a training's start goes by reference (put once per start)."""
         if isinstance(job, Training):
+            assert job.request.weights is not None, "a training job starts from weights"
             start = self._put(job.request.weights)
             return actor.run.remote(start, job.starting_from({}))
         return actor.run.remote(None, job)
