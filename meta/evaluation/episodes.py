@@ -20,7 +20,7 @@ from envs.tasks.stack import CoreStack
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.stacked.network import StackedPolicy, pieces
+from meta.algorithm.stacked.network import ROWS, StackedPolicy, pieces
 
 Act = Callable[[np.ndarray], np.ndarray]
 
@@ -85,19 +85,23 @@ def stacked_actor(
     device: str,
     deterministic: bool,
     generators: Sequence[torch.Generator],
+    rows: int = ROWS,
 ) -> StackedAct:
     """k policies' `policy_actor`s as one: each member's actions from its own weights and, when
     sampling, its own generator (the draws of its `policy_actor`).
 
-    The means are batched products over fixed pieces of 2 or 3 members, a piece skipped once
-    none of its members is active, so a member acts with the same bits in any stack of 2 or
-    more (those of `Policy.act` to the products' rounding)."""
+    The means are batched products over fixed pieces of about `rows` observations (2 members
+    at least), a piece skipped once none of its members is active, so a member acts with the
+    same bits in any stack of 2 or more (those of `Policy.act` to the products' rounding)."""
     policy = StackedPolicy(weights, network.normalize, network.normalizer_epsilon, device)
-    parts = [(part, policy.members(part)) for part in pieces(policy.k, 2)]
     std = policy.log_std.detach().exp()[:, None]
+    parts: list[tuple[slice, StackedPolicy]] = []
 
     @torch.no_grad()
     def act(obs: torch.Tensor, active: np.ndarray) -> torch.Tensor:
+        if not parts:  # the areas per member are known from the first observations
+            most = max(rows // obs.shape[1], 2)
+            parts.extend((part, policy.members(part)) for part in pieces(policy.k, most))
         obs = obs.to(device)
         mean = torch.zeros((*obs.shape[:2], std.shape[2]), device=obs.device, dtype=obs.dtype)
         for part, member in parts:

@@ -82,9 +82,12 @@ def test_a_stacked_actor_acts_as_each_members_policy_in_any_stack() -> None:
     obs = torch.randn(5, 6, 10)
     weights = [p.state_dict() for p in policies]
 
-    def actor(count: int, deterministic: bool, active: list[bool] | None = None) -> torch.Tensor:
+    def actor(
+        count: int, deterministic: bool, active: list[bool] | None = None, piece: int = 2
+    ) -> torch.Tensor:
         gens = [torch.Generator().manual_seed(i) for i in range(count)]
-        act = stacked_actor(weights[:count], NETWORK, "cpu", deterministic, gens)
+        rows = piece * obs.shape[1]  # pieces of `piece` to 2·piece−1 members
+        act = stacked_actor(weights[:count], NETWORK, "cpu", deterministic, gens, rows)
         return act(obs[:count], np.array(active or [True] * count))
 
     greedy, sampled = actor(5, True), actor(5, False)
@@ -102,6 +105,9 @@ def test_a_stacked_actor_acts_as_each_members_policy_in_any_stack() -> None:
     # a piece none of whose members is active is skipped (pieces 0-2 and 3-4): the bits stay
     partly = actor(5, False, [False, False, True, False, False])
     assert torch.equal(partly[2], sampled[2]) and not partly[3:].any()
+    # nor on the piece it is in: the five as one piece (the default's rows for few areas)
+    assert torch.equal(actor(5, True, piece=5), greedy)
+    assert torch.equal(actor(5, False, piece=5), sampled)
 
 
 def _text(rows: list[list[Measurement]]) -> list[str]:
