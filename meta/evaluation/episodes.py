@@ -48,12 +48,8 @@ def run_episodes(env: AgentEnvironment, act: Act, episodes: int) -> tuple[float,
     decision, _ = env.get_steps(BEHAVIOR_NAME)
     ids = decision.agent_id.copy()
     order = np.argsort(ids)
-    per_area = math.ceil(episodes / len(ids))
-    running = np.zeros(len(ids), np.float64)
-    done = np.zeros(len(ids), np.int64)
-    returns: list[np.ndarray] = []
-    successes: list[np.ndarray] = []
-    while (done < per_area).any():
+    tally = Tally(len(ids), math.ceil(episodes / len(ids)))
+    while (tally.done < tally.per_area).any():
         action = np.clip(act(decision.obs[0]), -1, 1).astype(np.float32, copy=False)
         env.set_actions(BEHAVIOR_NAME, ActionTuple(continuous=action))
         env.step()
@@ -61,17 +57,45 @@ def run_episodes(env: AgentEnvironment, act: Act, episodes: int) -> tuple[float,
         reward = np.asarray(decision.reward, np.float64).copy()
         if len(terminal) > 0:
             idx = order[np.searchsorted(ids[order], terminal.agent_id)]
-            reward[idx] = terminal.reward
-            running += reward
-            counted = done[idx] < per_area
-            returns.append(running[idx[counted]])
-            successes.append(~terminal.interrupted[counted])
-            running[idx] = 0.0
-            done[idx] += 1
+            tally.step(reward, idx, terminal.reward, terminal.interrupted)
         else:
-            running += reward
-    values = np.concatenate(returns)
-    return float(values.mean()), float(np.concatenate(successes).mean()), len(values)
+            tally.step(reward)
+    values = np.concatenate(tally.returns)
+    return float(values.mean()), float(np.concatenate(tally.successes).mean()), len(values)
+
+
+class Tally:
+    """Each area's running return and counted episodes: the first `per_area` to end in each."""
+
+    def __init__(self, areas: int, per_area: int) -> None:
+        self.per_area = per_area
+        self.running = np.zeros(areas, np.float64)
+        self.done = np.zeros(areas, np.int64)
+        self.areas: list[np.ndarray] = []
+        self.returns: list[np.ndarray] = []
+        self.successes: list[np.ndarray] = []
+
+    def step(
+        self,
+        reward: np.ndarray,
+        idx: np.ndarray | None = None,
+        end_reward: np.ndarray | None = None,
+        interrupted: np.ndarray | None = None,
+    ) -> None:
+        """One step's rewards (float64, every area); `idx` the areas whose episode ended, with
+        their last rewards and whether they were interrupted."""
+        if idx is None:
+            self.running += reward
+            return
+        assert end_reward is not None and interrupted is not None
+        reward[idx] = end_reward
+        self.running += reward
+        counted = self.done[idx] < self.per_area
+        self.areas.append(idx[counted])
+        self.returns.append(self.running[idx[counted]])
+        self.successes.append(~interrupted[counted])
+        self.running[idx] = 0.0
+        self.done[idx] += 1
 
 
 StackedAct = Callable[[torch.Tensor, np.ndarray], torch.Tensor]
@@ -109,7 +133,7 @@ def stacked_actor(
                 mean[part] = member.mean_from(member.features(obs[part]))
         if deterministic:
             return mean
-        for i in np.flatnonzero(active):
+        for i in np.flatnonzero(active).tolist():
             noise = torch.randn(mean.shape[1:], generator=generators[i], device=mean.device)
             mean[i] += std[i] * noise
         return mean
@@ -127,35 +151,22 @@ def run_stacked_episodes(
         env.reset()
     stack = CoreStack(envs)
     k, n = len(envs), stack.n
-    per_area = math.ceil(episodes / n)
-    running = np.zeros(k * n, np.float64)
-    done = np.zeros(k * n, np.int64)
-    areas: list[np.ndarray] = []
-    returns: list[np.ndarray] = []
-    successes: list[np.ndarray] = []
+    tally = Tally(k * n, math.ceil(episodes / n))
     obs = stack.observe()
-    while (active := (done.reshape(k, n) < per_area).any(1)).any():
-        action = act(torch.from_numpy(obs.reshape(k, n, -1)), active)
-        action = action.reshape(k * n, -1).cpu().numpy()
+    while (active := np.asarray((tally.done.reshape(k, n) < tally.per_area).any(1))).any():
+        acted = act(torch.from_numpy(obs.reshape(k, n, -1)), active)
+        action = acted.reshape(k * n, -1).cpu().numpy()
         obs, step_reward, ended = stack.step(np.clip(action, -1, 1).astype(np.float32, copy=False))
         reward = step_reward.astype(np.float64)
         if ended is not None:
-            idx = ended.agent_id
-            reward[idx] = ended.reward
-            running += reward
-            counted = done[idx] < per_area
-            areas.append(idx[counted])
-            returns.append(running[idx[counted]])
-            successes.append(~ended.interrupted[counted])
-            running[idx] = 0.0
-            done[idx] += 1
+            tally.step(reward, ended.agent_id, ended.reward, ended.interrupted)
         else:
-            running += reward
+            tally.step(reward)
     # each member's episodes in the order they ended, as its own run_episodes lists them
-    member = np.concatenate(areas) // n
+    member = np.concatenate(tally.areas) // n
     order = np.argsort(member, kind="stable")
     bounds = np.searchsorted(member[order], np.arange(k + 1))
-    values, won = np.concatenate(returns)[order], np.concatenate(successes)[order]
+    values, won = np.concatenate(tally.returns)[order], np.concatenate(tally.successes)[order]
     return [
         (float(values[a:b].mean()), float(won[a:b].mean()), int(b - a))
         for a, b in itertools.pairwise(bounds)
