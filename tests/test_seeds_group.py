@@ -139,3 +139,29 @@ def test_an_interrupted_group_resumes_alone_or_together_to_the_same_runs(
         ours, reference = tmp_path / "results" / run_id, group / run_id
         assert (ours / "Brain.pt").read_bytes() == (reference / "Brain.pt").read_bytes()
         assert _rows(ours) == _rows(reference)
+
+
+JOINT = [*TINY, "meta.algorithm=joint", "runtime=batched", "run_id=j"]
+
+
+def test_a_group_of_joint_runs_stacks_its_chunks_and_resumes_bitwise(
+    tmp_path: Path, meta_train: MetaTrain
+) -> None:
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    whole.mkdir()
+    cut.mkdir()
+    done = meta_train(*JOINT, "seeds=[0,1]", cwd=whole)
+    assert done.returncode == 0, done.stderr
+    stopped = _faulted(cut, "before_commit@1:SIGINT", *JOINT, "seeds=[0,1]")
+    assert stopped.returncode == 130, stopped.stderr
+    resumed = meta_train(*JOINT, "seeds=[0,1]", "resume=true", cwd=cut)
+    assert resumed.returncode == 0, resumed.stderr
+    for seed in (0, 1):
+        ours, reference = cut / "results" / f"j-seed_{seed}", whole / "results" / f"j-seed_{seed}"
+        assert (ours / "Brain.pt").read_bytes() == (reference / "Brain.pt").read_bytes()
+        assert _rows(ours) == _rows(reference)
+    alone = meta_train(*JOINT, "seed=1", "run_id=a", cwd=whole)  # its chunks unstacked
+    assert alone.returncode == 0, alone.stderr
+    a, g = _theta(whole / "results" / "a"), _theta(whole / "results" / "j-seed_1")
+    delta = max(float((a[k] - g[k]).abs().max()) for k in a)
+    assert 0 < delta < TOLERANCE  # stacked: the batched products round otherwise

@@ -13,12 +13,24 @@ from collections.abc import Sequence
 import numpy as np
 
 from envs.tasks.adapter import TaskEnv
+from envs.tasks.concat import ConcatEnv
 from envs.tasks.core import BatchedTask, Ended
 
 
+def parts(env: object) -> list[TaskEnv] | None:
+    """The built-in tasks an environment is, side by side (a ConcatEnv's children); None if it
+    is not made of built-in tasks of one size."""
+    found = list(env.children) if isinstance(env, ConcatEnv) else [env]
+    if not all(isinstance(e, TaskEnv) for e in found) or len({e.num_areas for e in found}) != 1:
+        return None
+    return found  # type: ignore[return-value]
+
+
 def stackable_envs(envs: Sequence[object]) -> bool:
-    """Whether every environment is a built-in task with the same number of areas."""
-    return all(isinstance(e, TaskEnv) for e in envs) and len({e.num_areas for e in envs}) == 1  # type: ignore[attr-defined]
+    """Whether every environment is built-in tasks side by side, in the same numbers and sizes."""
+    found = [parts(e) for e in envs]
+    shapes = {(len(p), p[0].num_areas) if p is not None else None for p in found}
+    return None not in shapes and len(shapes) == 1
 
 
 class CoreStack:

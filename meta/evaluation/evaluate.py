@@ -61,7 +61,7 @@ def _starts(p: EvalPlan, executor: Executor, bar: EvalProgress) -> list[list[Sta
     trainer = LocalExecutor(EnvPool(p.setting.run.env)) if p.runtime.backend == "ray" else executor
     flat = [j for r in p.runs for j in r.joints]
     bar.watch([j for j in flat if j.train is not None])
-    weights = iter(joint_weights(flat, trainer, bar.say))
+    weights = iter(joint_weights(flat, trainer, bar.say, p.setting.eval.batched_joint))
     bar.stop_watching()
     bar.done(PRETRAINING)
     return [

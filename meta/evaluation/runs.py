@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import torch
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -23,6 +24,7 @@ from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError, latest_weight
 from meta.run.status import TrainingStatus
 from meta.runtime.executor import Executor
 from meta.runtime.jobs import Call
+from meta.runtime.threads import torch_threads
 
 log = logging.getLogger(__name__)
 JOINT_RUN = "joint"
@@ -205,17 +207,56 @@ def train_joint(joint: JointBaseline) -> str:
     return str(train(joint.train, joint.run_id))
 
 
+def train_joint_group(joints: Sequence[JointBaseline]) -> list[str]:
+    """Train joint baselines that differ only in seed as one group (meta.trainer.seeds), each
+    meta-step's chunks stacked; returns their run directories."""
+    from meta.trainer import plan_training, session
+
+    starts: list[session.Start] = []
+    try:
+        for joint in joints:
+            assert joint.train is not None
+            plan = plan_training(joint.train, joint.run_id)
+            resolved = {**asdict(joint.train), "run_id": joint.run_id}
+            starts.append(session.Start(plan, OmegaConf.to_yaml(resolved), resolved))
+    except BaseException:
+        for start in starts:
+            start.plan.close()
+        raise
+    threads = starts[0].plan.cfg.torch_threads or torch.get_num_threads()
+    with torch_threads(threads):  # as meta.trainer.train gives a run its threads
+        return [str(d) for d in session.run_group(starts, ["meta-eval"], program=None)]
+
+
+def _setting(joint: JointBaseline) -> Config:
+    """What a joint baseline trains with, but for its seed and where it is written."""
+    assert joint.train is not None
+    return replace(joint.train, seed=0, results_dir="", resume=False, force=False)
+
+
 def joint_weights(
-    joints: Sequence[JointBaseline], executor: Executor, say: Callable[[str], None]
+    joints: Sequence[JointBaseline],
+    executor: Executor,
+    say: Callable[[str], None],
+    grouped: bool = False,
 ) -> list[Weights]:
-    """Each baseline's weights, training those that need it first (side by side)."""
+    """Each baseline's weights, training those that need it first (side by side); `grouped`
+    (eval.batched_joint): those of one setting as one stacked group."""
     pending = [j for j in joints if j.train is not None]
     for joint in pending:
         say(
             "meta-eval: training the joint baseline (meta.algorithm=joint) in "
             f"{Path(joint.results_dir) / joint.run_id}"
         )
-    for _ in executor.run([Call(train_joint, joint) for joint in pending]):
+    groups: list[list[JointBaseline]] = []
+    for joint in pending:
+        same = next((g for g in groups if grouped and _setting(g[0]) == _setting(joint)), None)
+        if same is None:
+            groups.append([joint])
+        else:
+            same.append(joint)
+    calls = [Call(train_joint_group, g) if len(g) > 1 else Call(train_joint, g[0]) for g in groups]
+    for _ in executor.run(calls):
         pass
     return [latest_weights(j.results_dir, j.run_id) for j in joints]
 

@@ -21,7 +21,7 @@ from meta.algorithm.stacked.network import near_equal
 from meta.algorithm.stacked.train import same_shape, stackable, train_stacked
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash, give_up
-from meta.runtime.jobs import FinishedTogether, Job, TrainingJob
+from meta.runtime.jobs import FinishedTogether, Job, TrainingJob, request_env
 
 R = TypeVar("R")
 MAX_STACK = 64
@@ -41,7 +41,7 @@ class BatchedExecutor:
         for group in stacks(jobs):
             stacked = [jobs[i] for i in group]
             requests = [job.training() for job in stacked]  # type: ignore[attr-defined]
-            envs = [self.pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
+            envs = [request_env(self.pool, r) for r in requests]
             try:
                 with self.timers.scope("inner_training"):
                     trained = train_stacked(requests, envs, self.timers, compiled=self.compiled)

@@ -13,7 +13,6 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from envs.interface import TaskEnvironment
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import train
 from meta.runtime.envpool import EnvPool
@@ -92,7 +91,7 @@ class Call(Generic[R]):
 
 def run_request(request: TrainRequest, pool: EnvPool, timers: Timers) -> TrainResult:
     """Train the request in an environment of `pool`; release the environment after."""
-    env = _env(pool, list(request.tasks), request.seed)
+    env = request_env(pool, request)
     try:
         with timers.scope("inner_training"):
             return train(request, env, timers)
@@ -100,8 +99,9 @@ def run_request(request: TrainRequest, pool: EnvPool, timers: Timers) -> TrainRe
         pool.release(env)
 
 
-def _env(pool: EnvPool, tasks: list[Task], seed: int) -> TaskEnvironment:
-    """One task's environment, or all tasks' areas side by side for joint training."""
+def request_env(pool: EnvPool, request: TrainRequest) -> TaskEnvironment:
+    """The request's task's environment, or all its tasks' areas side by side (joint)."""
+    tasks, seed = request.tasks, request.seed
     if len(tasks) > 1:
         return pool.concat([(t.family, t.params) for t in tasks], seed)
     return pool.env(tasks[0].family, tasks[0].params, seed)

@@ -85,7 +85,8 @@ class InnerTrainings:
             self._told = True
             alone = stackable(requests[0]) if len(requests) > 1 or self.learner.chained else None
             if self.learner.chained or alone is not None:
-                why = alone or "each continues the previous one's Adam state"
+                chain = "each continues the previous one's Adam state; seeds=[...] stacks seeds"
+                why = alone or chain
                 log.info("runtime=batched: these trainings run one after the other (%s)", why)
         if not self.learner.chained:
             return (yield [Training(r) for r in requests])

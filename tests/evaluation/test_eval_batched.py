@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from tinyconfig import TINY_EVAL
 
 from envs.constants import BEHAVIOR_NAME
@@ -109,3 +110,34 @@ def test_a_linear_schedule_adapts_stacked_as_alone(tiny_config: Factory) -> None
         assert rates == [u[LEARNING_RATE] for u in a.updates]  # each member's own schedule
         assert rates[-1] < rates[0] == pytest.approx(0.01)
         assert sorted(s.snapshots) == [0, 1, 3]
+
+
+def test_joint_pretrainings_of_several_seeds_train_as_one_group_to_rounding(
+    tiny_config: Factory,
+) -> None:
+    for seed in (0, 1, 2):
+        train(tiny_config("meta.steps=2", f"seed={seed}"), f"s{seed}")
+    runs = ["run_id=s0", *TINY_EVAL, "eval.run_ids=[s0,s1,s2]", "eval.workers=2"]
+    out = Path(tiny_config().results_dir)
+    weights, configs = {}, {}
+    for grouped in ("false", "true"):
+        cfg = tiny_config(
+            *runs, f"eval.batched_joint={grouped}", f"eval.out_dir=${{results_dir}}/{grouped}"
+        )
+        evaluate(plan_eval(cfg, "s0"))
+        found = sorted(out.glob("s*/eval/joint"))
+        assert len(found) == 3
+        weights[grouped] = [torch.load(d / f"{BEHAVIOR_NAME}.pt") for d in found]
+        configs[grouped] = [(d / "configuration.yaml").read_text() for d in found]
+        for d in found:  # trained again by the next evaluation
+            shutil.rmtree(d)
+    assert configs["false"] == configs["true"]  # each run of the group as if trained alone
+    deltas = [
+        max(float((a[k] - b[k]).abs().max()) for k in a)
+        for a, b in zip(weights["false"], weights["true"], strict=True)
+    ]
+    assert 0 < max(deltas) < STACKED_TOLERANCE  # stacked: the batched products round otherwise
+    apart = [
+        (weights["true"][0][k] - weights["true"][1][k]).abs().max() for k in weights["true"][0]
+    ]
+    assert max(float(d) for d in apart) > 100 * STACKED_TOLERANCE  # each seed its own run

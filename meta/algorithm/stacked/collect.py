@@ -1,7 +1,8 @@
 """k collectors of built-in tasks as one: one core per family, bookkeeping over (k, areas).
 
 What `Collector.stepping` does for one environment, done for k at once: the members of one
-family step as one core of all their areas (envs.tasks.stack), and returns, lengths,
+family step as one core of all their areas (envs.tasks.stack), a member made of several tasks
+side by side (a joint chunk's ConcatEnv) each of them in its family's core, and returns, lengths,
 trajectory cuts and buffers are arrays over (member, area). Each member's buffer, episode log
 and stats come out as its own collector's would: the same numbers, bit for bit.
 """
@@ -13,9 +14,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from envs.tasks.adapter import ActionError, TaskEnv
+from envs.interface import TaskEnvironment
+from envs.tasks.adapter import ActionError
 from envs.tasks.core import ACTION_SIZE, OBS_SIZE
-from envs.tasks.stack import CoreStack
+from envs.tasks.stack import CoreStack, parts
 from meta.algorithm.ppo.rollout import (
     Bootstrap,
     EpisodeLog,
@@ -34,21 +36,28 @@ class StackedCollection:
     """Steps k built-in environments (one behavior, every agent deciding every step) together."""
 
     def __init__(
-        self, envs: Sequence[TaskEnv], time_horizon: int, timers: Timers, device: torch.device
+        self,
+        envs: Sequence[TaskEnvironment],
+        time_horizon: int,
+        timers: Timers,
+        device: torch.device,
     ) -> None:
+        members = [parts(env) or [] for env in envs]  # each member's tasks, side by side
         for env in envs:
             env.reset()
-        families: dict[type, list[int]] = {}
-        for i, env in enumerate(envs):
-            families.setdefault(type(env.core), []).append(i)
+        self.k, self.width = len(envs), members[0][0].num_areas
+        self.n = len(members[0]) * self.width
+        families: dict[type, list[tuple[int, int]]] = {}
+        for i, tasks in enumerate(members):
+            for j, task in enumerate(tasks):
+                families.setdefault(type(task.core), []).append((i, j))
         self.groups = [
-            (_rows(members, len(envs)), np.asarray(members), CoreStack([envs[i] for i in members]))
-            for members in families.values()
+            (*self._places(slots), CoreStack([members[i][j] for i, j in slots]))
+            for slots in families.values()
         ]
-        self.k, self.n = len(envs), envs[0].num_areas
         self.obs = np.empty((self.k, self.n, OBS_SIZE), np.float32)
-        for rows, _, stack in self.groups:
-            self.obs[rows] = stack.observe().reshape(-1, self.n, self.obs.shape[2])
+        for rows, columns, _, stack in self.groups:
+            self.obs[rows, columns] = stack.observe().reshape(-1, self.width, OBS_SIZE)
         self.time_horizon, self.timers, self.device = time_horizon, timers, device
         shape = (self.k, self.n)
         self.episode_return = np.zeros(shape, np.float64)
@@ -82,8 +91,8 @@ class StackedCollection:
             if np.isnan(clipped).any():
                 raise ActionError("continuous actions for the stacked tasks contain NaN")
             with self.timers.scope("env_step"):
-                for rows, members, stack in self.groups:
-                    self._step(stack, rows, members, clipped, t, rewards, ended, cuts)
+                for rows, columns, slots, stack in self.groups:
+                    self._step(stack, rows, columns, slots, clipped, t, rewards, ended, cuts)
             self.trajectory_length += 1
             self.episode_return += rewards[:, t]
             self.episode_length += 1
@@ -112,7 +121,8 @@ class StackedCollection:
         self,
         stack: CoreStack,
         rows: slice | np.ndarray,
-        members: np.ndarray,
+        columns: slice | np.ndarray,
+        slots: np.ndarray,
         clipped: np.ndarray,
         t: int,
         rewards: np.ndarray,
@@ -120,20 +130,31 @@ class StackedCollection:
         cuts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]],
     ) -> None:
         """One step of one family's core: its members' rewards, ends, cuts and observations."""
-        n = self.n
-        moves = clipped[rows].reshape(-1, clipped.shape[2])
+        width = self.width
+        moves = clipped[rows, columns].reshape(-1, clipped.shape[2])
         obs, reward, finished = stack.step(moves)
-        rewards[rows, t] = reward.reshape(-1, n)
-        self.obs[rows] = obs.reshape(-1, n, obs.shape[1])
+        rewards[rows, t, columns] = reward.reshape(-1, width)
+        self.obs[rows, columns] = obs.reshape(-1, width, obs.shape[1])
         if finished is None:
             return
-        local, area = np.divmod(finished.agent_id, n)
-        member = members[local]
-        rewards[member, t, area] = finished.reward
-        ended[member, t, area] = True
+        local, area = np.divmod(finished.agent_id, width)
+        member, agent = slots[local, 0], slots[local, 1] * width + area
+        rewards[member, t, agent] = finished.reward
+        ended[member, t, agent] = True
         out = finished.interrupted
         if out.any():
-            cuts.append((t, member[out], area[out], finished.obs[out]))
+            cuts.append((t, member[out], agent[out], finished.obs[out]))
+
+    def _places(
+        self, slots: list[tuple[int, int]]
+    ) -> tuple[slice | np.ndarray, slice | np.ndarray, np.ndarray]:
+        """Where a family's tasks (member, position) are in (k, n) arrays: rows and columns
+        (slices where they are every member's whole row in order), and the slots themselves."""
+        places = np.asarray(slots, np.int64).reshape(-1, 2)
+        if slots == [(i, 0) for i in range(self.k)] and self.n == self.width:
+            return slice(0, self.k), slice(0, self.n), places
+        area = np.arange(self.width)
+        return places[:, :1], places[:, 1:] * self.width + area, places
 
     def _log(self, done: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
         """Each member's finished episodes, in the order its own collector logs them."""
@@ -179,10 +200,3 @@ class StackedCollection:
             torch.from_numpy(boundaries[i]),
             Bootstrap(last_obs, ended[i], pieces),
         )
-
-
-def _rows(members: list[int], k: int) -> slice | np.ndarray:
-    """The members' rows of a (k, ...) array: a slice when they are 0..k−1 in order."""
-    if members == list(range(k)):
-        return slice(0, k)
-    return np.asarray(members)

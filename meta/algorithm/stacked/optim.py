@@ -7,7 +7,11 @@ through them), with the learning rate a (k,) tensor; `clip_grad_norms` is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
+
+from meta.algorithm.ppo.weights import OptimizerState
 
 BETA1, BETA2 = 0.9, 0.999
 
@@ -46,6 +50,35 @@ class StackedOptimizer:
         self.scale_of = {id(p): (scale if any(p is s for s in scaled) else 1.0) for p in params}
         self.moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
         self.steps = 0
+
+    def load(self, states: Sequence[OptimizerState | None]) -> None:
+        """Continue each member's optimizer from its torch.optim state_dict (None: fresh).
+
+        Every member has then taken the same number of steps: the bias corrections are shared.
+        """
+        counts = {optimizer_steps(state) for state in states}
+        if len(counts) != 1:
+            raise ValueError(f"stacked trainings continue optimizers at {sorted(counts)} steps")
+        self.steps = counts.pop()
+        for i, state in enumerate(states):
+            if state is None:
+                continue
+            order = state["param_groups"][0]["params"]
+            for index, slots in state["state"].items():
+                if "exp_avg" in slots:
+                    exp_avg, exp_avg_sq = self.moments[order.index(index)]
+                    exp_avg[i].copy_(slots["exp_avg"])
+                    exp_avg_sq[i].copy_(slots["exp_avg_sq"])
+
+    def member_slots(self, i: int) -> list[dict[str, torch.Tensor]]:
+        """Member i's state per parameter, as torch.optim's Adam keeps it (SGD: none)."""
+        if self.kind == "sgd" or self.steps == 0:
+            return []
+        step = torch.tensor(float(self.steps), dtype=torch.float32)
+        return [
+            {"step": step.clone(), "exp_avg": m[i].clone(), "exp_avg_sq": v[i].clone()}
+            for m, v in self.moments
+        ]
 
     def zero_grad(self, keep: bool = False) -> None:
         """Drop the gradients, or (`keep`) zero them in place for backwards that add to them."""
@@ -91,3 +124,13 @@ class StackedOptimizer:
             update, [r / s / bias_correction1 for r, s in zip(rates, scales, strict=True)]
         )
         torch._foreach_sub_(params, update)
+
+
+def optimizer_steps(state: OptimizerState | None) -> int:
+    """The steps an optimizer's state_dict has taken (0: fresh, or SGD's, which keeps none)."""
+    if state is None:
+        return 0
+    steps = {int(slots["step"]) for slots in state["state"].values() if "step" in slots}
+    if len(steps) > 1:
+        raise ValueError(f"an optimizer state whose parameters took {sorted(steps)} steps")
+    return steps.pop() if steps else 0

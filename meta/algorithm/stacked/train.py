@@ -16,7 +16,7 @@ fused Adam kernel, and a rounding difference grows over a training as any pertur
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import torch
@@ -24,14 +24,17 @@ import torch
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from envs.tasks.stack import stackable_envs
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.loss import make_optimizer
+from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout, Timers
 from meta.algorithm.ppo.train import SuccessLog, buffer_stats, summary
-from meta.algorithm.ppo.weights import Weights, cpu_weights
+from meta.algorithm.ppo.weights import OptimizerState, Weights, cpu_weights, optimizer_cpu_state
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.stacked.collect import StackedCollection
 from meta.algorithm.stacked.network import StackedPolicy
-from meta.algorithm.stacked.optim import StackedOptimizer
+from meta.algorithm.stacked.optim import StackedOptimizer, optimizer_steps
 from meta.algorithm.stacked.update import stacked_update
 from meta.algorithm.training import _with_meta_gradient, start_policy
 from meta.runtime.allocator import keep_freed_memory
@@ -41,22 +44,23 @@ def stackable(request: TrainRequest) -> str | None:
     """Why the request trains alone (None: it can be stacked)."""
     if request.ppo.self_play is not None:
         return "a game of teams trains with the ghost trainer"
-    if request.optimizer_state is not None or request.returns_optimizer:
-        return "it continues Adam's state from another training"
-    if request.schedule is not None:
-        return "it is a chunk of a longer run"
     if request.ppo.ratio == "per_dimension":
         return "ppo.ratio=per_dimension"
     if request.ppo.buffer_assembly == "pieces":
         return "ppo.buffer_assembly=pieces"
-    if len(request.tasks) != 1:
-        return "its areas are split across several tasks"
     return None
 
 
 def same_shape(a: TrainRequest, b: TrainRequest) -> bool:
-    """Whether two stackable requests can train in one stack (the same settings and device)."""
-    return (a.ppo, a.network, a.device, a.updates) == (b.ppo, b.network, b.device, b.updates)
+    """Whether two stackable requests can train in one stack: the same settings, device and
+    number of tasks side by side, and optimizers continued at the same step."""
+    return (a.ppo, a.network, a.device, a.updates, len(a.tasks)) == (
+        b.ppo,
+        b.network,
+        b.device,
+        b.updates,
+        len(b.tasks),
+    ) and optimizer_steps(a.optimizer_state) == optimizer_steps(b.optimizer_state)
 
 
 def train_stacked(
@@ -88,6 +92,7 @@ def train_stacked(
     optimizer = StackedOptimizer(
         policy.parameters(), cfg.optimizer, cfg.adam_epsilon, scaled, cfg.action_scale
     )
+    optimizer.load([r.optimizer_state for r in requests])
     generators = [torch.Generator().manual_seed(r.seed) for r in requests]
     channels = [getattr(env, "stats_channel", None) for env in envs]
     for channel in channels:
@@ -107,7 +112,8 @@ def train_stacked(
         episodes, agents = [c.episodes for c in collection], {c.num_agents for c in collection}
     if len(agents) != 1:
         raise ValueError("stacked trainings need the same number of agents in every environment")
-    hypers = [r.hyper or Hyper.of(cfg) for r in requests]
+    schedules = [_schedule(r) for r in requests]
+    current = [schedule(0) for schedule in schedules]
     horizon = max(-(-cfg.buffer_size // agents.pop()), 1)
     histories: list[list[dict[str, float]]] = [[] for _ in requests]
     snapshots: list[dict[int, dict[str, torch.Tensor]]] = [
@@ -115,12 +121,12 @@ def train_stacked(
     ]
     steps = 0
     while steps < cfg.max_steps if first.updates is None else len(histories[0]) < first.updates:
-        current = [h.after(cfg, steps, cfg.max_steps) for h in hypers]
+        current = [schedule(steps) for schedule in schedules]
         before = [len(e.returns) for e in episodes]
         rollouts = _collect(policy, collection, generators, horizon, timers)
         steps += rollouts[0].num_steps
         if cfg.schedule_timing == "after_buffer":
-            current = [h.after(cfg, steps, cfg.max_steps) for h in hypers]
+            current = [schedule(steps) for schedule in schedules]
         with timers.scope("update"):
             updates = stacked_update(
                 policy, optimizer, rollouts, cfg, current, generators, compiled
@@ -137,12 +143,35 @@ def train_stacked(
     for i, request in enumerate(requests):
         success = successes[i].overall()
         stats = summary(histories[i], episodes[i], success, steps, wall)
-        result = TrainResult(policy.weights(i), stats, histories[i], snapshots=snapshots[i])
+        kept = None
+        if request.returns_optimizer:
+            kept = _optimizer_state(head, cfg, optimizer, i, current[i])
+        result = TrainResult(policy.weights(i), stats, histories[i], kept, snapshots=snapshots[i])
         if request.meta_gradient:
             with timers.scope("meta_gradient"):
                 result = _with_meta_gradient(request, envs[i], result)
         results.append(result)
     return results
+
+
+def _schedule(request: TrainRequest) -> Callable[[int], Hyper]:
+    """The request's learning rate, beta and epsilon after a number of its agent-steps."""
+    if request.schedule is not None:
+        return request.schedule.at
+    cfg, start = request.ppo, request.hyper or Hyper.of(request.ppo)
+    return lambda steps: start.after(cfg, steps, cfg.max_steps)
+
+
+def _optimizer_state(
+    head: Policy, cfg: PPOConfig, optimizer: StackedOptimizer, i: int, last: Hyper
+) -> OptimizerState:
+    """Member i's optimizer as the sequential runner gives it back: torch.optim's state_dict
+    over a policy's parameters, its learning rate the last update's."""
+    rate = last.learning_rate
+    alone = make_optimizer(head, rate, cfg.optimizer, cfg.adam_epsilon, cfg.action_scale)
+    if slots := optimizer.member_slots(i):
+        alone.state = dict(zip(alone.params, slots, strict=True))
+    return optimizer_cpu_state(alone)
 
 
 def _start_weights(request: TrainRequest, env: AgentEnvironment, layout: Weights) -> Weights:
