@@ -203,6 +203,8 @@ def _eval(cfg: DictConfig) -> None:
         checked = plan_eval(config, config.run_id)
     except Exception as error:  # all of it is about the input; nothing is written yet
         fail("meta-eval", error)
+    from meta.trainer.session import Stopped
+
     raise_on_signals()
     try:
         cells = evaluate(checked, progress=True)
@@ -210,6 +212,9 @@ def _eval(cfg: DictConfig) -> None:
         code = exit_code(signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT)
         exit_at_once("meta-eval", "interrupted before writing results")
         fail("meta-eval", "interrupted before writing results; run it again to start over", code)
+    except Stopped as stopped:  # a joint pretraining stopped: its runs say where they stand
+        exit_at_once("meta-eval", "interrupted before writing results")
+        fail("meta-eval", f"joint pretraining {stopped}", stopped.code)
     exit_at_once("meta-eval", f"interrupted after writing results; {checked.out_dir} is complete")
     from rich.console import Console
 

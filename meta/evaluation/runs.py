@@ -242,6 +242,8 @@ def joint_weights(
 ) -> list[Weights]:
     """Each baseline's weights, training those that need it first (side by side); `grouped`
     (eval.batched_joint): those of one setting as one stacked group."""
+    from meta.trainer.session import Stopped
+
     pending = [j for j in joints if j.train is not None]
     for joint in pending:
         say(
@@ -256,8 +258,13 @@ def joint_weights(
         else:
             same.append(joint)
     calls = [Call(train_joint_group, g) if len(g) > 1 else Call(train_joint, g[0]) for g in groups]
-    for _ in executor.run(calls):
-        pass
+    try:
+        for _ in executor.run(calls):
+            pass
+    except Stopped as stopped:  # the pretraining's own line, with meta-eval's way to go on
+        said = str(stopped).split(". Resume with: ")[0]
+        again = "run this meta-eval again to go on from there"
+        raise Stopped(f"{said}; {again}", stopped.code) from None
     return [latest_weights(j.results_dir, j.run_id) for j in joints]
 
 
