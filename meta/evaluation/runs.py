@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -262,7 +263,7 @@ def joint_weights(
         for _ in executor.run(calls):
             pass
     except Stopped as stopped:  # the pretraining's own line, with meta-eval's way to go on
-        said = str(stopped).split(". Resume with: ")[0]
+        said = re.split(r"\. Resume with: |[:;] nothing to resume \(", str(stopped))[0]
         again = "run this meta-eval again to go on from there"
         raise Stopped(f"{said}; {again}", stopped.code) from None
     return [latest_weights(j.results_dir, j.run_id) for j in joints]

@@ -30,8 +30,13 @@ def _run(
 
 
 @pytest.mark.parametrize("grouped", ["false", "true"])
+@pytest.mark.parametrize(
+    "fault",
+    ["inner_training@0:SIGINT", "before_commit@1:SIGINT"],
+    ids=["nothing-committed", "resumable"],
+)
 def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
-    grouped: str, tmp_path: Path
+    grouped: str, fault: str, tmp_path: Path
 ) -> None:
     trained = _run(
         "train_main",
@@ -40,12 +45,14 @@ def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
     )
     assert trained.returncode == 0, trained.stderr
     args = [*EVAL, f"eval.batched_joint={grouped}"]
-    # SIGINT as a joint baseline commits its meta-step 1 (the fault reaches every run's loop)
-    stopped = _run("eval_main", [*args, "eval.out_dir=cut"], tmp_path, "before_commit@1:SIGINT")
+    # SIGINT in a joint baseline's first inner training (nothing to resume: it starts over) or
+    # as it commits its second meta-step (it resumes); the fault reaches every run's loop
+    stopped = _run("eval_main", [*args, "eval.out_dir=cut"], tmp_path, fault)
     assert stopped.returncode == 130, stopped.stderr
     line = stopped.stderr.strip()
     assert line.count("\n") == 0 and line.startswith("meta-eval: error: joint pretraining"), line
     assert "run this meta-eval again to go on from there" in line and "Traceback" not in line
+    assert "force=true" not in line and "Resume with" not in line  # meta-train's, not meta-eval's
     joints = [tmp_path / "results" / f"s-seed_{s}" / "eval" / "joint" for s in (0, 1)]
     assert not any((j / "Brain.pt").exists() for j in joints)
     again = _run("eval_main", [*args, "eval.out_dir=cut"], tmp_path)
