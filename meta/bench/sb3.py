@@ -110,6 +110,7 @@ class _Schedule:
 def sb3_model(settings: Settings) -> PPO:
     """SB3 PPO with our settings over a TaskVecEnv, observations normalised by VecNormalize."""
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecNormalize
 
     from meta.bench.gym_vec import TaskVecEnv
@@ -120,7 +121,7 @@ def sb3_model(settings: Settings) -> PPO:
     env = VecNormalize(venv, norm_obs=net.normalize, norm_reward=False, clip_obs=5.0)
     epsilon = _Schedule(cfg.epsilon, EPSILON_FLOOR, settings.budget, buffer)
     layers = [net.hidden_units] * net.num_layers
-    return PPO(
+    model = PPO(
         "MlpPolicy",
         env,
         learning_rate=_Schedule(cfg.learning_rate, LEARNING_RATE_FLOOR, settings.budget, buffer),
@@ -142,6 +143,8 @@ def sb3_model(settings: Settings) -> PPO:
         seed=settings.seed,
         device="cpu",
     )
+    model.set_logger(Logger(folder=None, output_formats=[]))  # learn() would make a temp folder
+    return model
 
 
 def train_sb3(settings: Settings) -> Outcome:

@@ -3,9 +3,11 @@ the SB3 VecEnv contract, schedules, and what each training reports against what 
 
 from __future__ import annotations
 
+import tempfile
 import types
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -209,3 +211,17 @@ def test_a_training_reports_the_steps_it_took_and_times_only_them(
     assert outcome.seconds == outcome.cpu_seconds == steps[settings.num_areas] * TICK
     assert outcome.rate == settings.num_areas / TICK  # steps over time, evaluation excluded
     assert steps[settings.eval_episodes] > 0  # the evaluation ran, after the clock stopped
+
+
+def test_sb3_training_writes_no_log_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SB3's learn() makes <temp>/SB3-<date> for its logger unless it is given one.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    settings = Settings(
+        num_areas=16,
+        budget=1_024,
+        eval_episodes=16,
+        ppo=replace(PPOConfig(), buffer_size=1_024, batch_size=256),
+        network=NetworkConfig(hidden_units=16),
+    )
+    train_sb3(settings)
+    assert list(tmp_path.iterdir()) == []
