@@ -33,13 +33,13 @@ from meta.evaluation.progress import (
     STATISTICS,
     STATISTICS_STEPS,
     EvalProgress,
-    meta_steps_done,
 )
 from meta.evaluation.runs import JOINT_RUN, JointBaseline, joint_weights
 from meta.evaluation.selection import SelectionRow, chosen, select
 from meta.evaluation.statistics import Cell, Measurement
+from meta.run.interrupt import Terminated
 from meta.runtime.envpool import EnvPool
-from meta.runtime.executor import Executor, LocalExecutor, make_executor
+from meta.runtime.executor import Executor, LocalExecutor, make_executor, stop_workers
 
 log = logging.getLogger(__name__)
 Start = tuple[str, str, "Weights | None"]
@@ -87,7 +87,7 @@ def _phases(p: EvalPlan, others: Sequence[str]) -> list[tuple[str, str, int, str
     """meta-eval's phases as (key, label, total, unit), in the order they run."""
     ev, starts = p.setting.eval, _unweighted(p)
     pending = [j for r in p.runs for j in r.joints if j.train is not None]
-    steps = sum(j.train.meta.steps - meta_steps_done(j) for j in pending if j.train)
+    steps = sum(j.train.meta.steps - j.committed for j in pending if j.train)
     first: dict[str, str] = {}  # one candidate per start and family is reported: count the first
     for run in starts:
         for name, pretraining, _ in run:
@@ -170,6 +170,9 @@ def evaluate(
     with bar:
         try:
             measurements, tried, selection = _adapt(p, executor, bar, others)
+        except (KeyboardInterrupt, Terminated):
+            stop_workers(executor)
+            raise
         finally:
             if own:
                 executor.close()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from types import TracebackType
 
 from rich.console import Console
@@ -27,10 +26,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from envs.constants import BEHAVIOR_NAME
 from meta.evaluation.runs import JointBaseline
-from meta.run.directory import STATUS_FILE
-from meta.run.status import StatusError, TrainingStatus
 
 PRETRAINING, SELECTION, CHOICE, ADAPTATION, STATISTICS = (
     "pretraining",
@@ -48,15 +44,6 @@ POLL_S = 0.25
 SPEED_WINDOW_S = 24 * 3600.0
 """A phase's pace is its whole own (its jobs cost alike), not rich's last 30 s."""
 """How often the joint pretraining's meta-steps are read from its status files."""
-
-
-def meta_steps_done(joint: JointBaseline) -> int:
-    """Meta-steps a joint baseline's run directory holds (0 before its first commit)."""
-    path = Path(joint.results_dir) / joint.run_id / STATUS_FILE
-    try:
-        return int(TrainingStatus.load(path).get(BEHAVIOR_NAME, "meta_step", 0))
-    except StatusError:
-        return 0
 
 
 class EvalProgress:
@@ -143,11 +130,11 @@ class EvalProgress:
         task = self._task(PRETRAINING)
         if task is None or not joints or self._progress.disable:
             return
-        start = [meta_steps_done(j) for j in joints]
+        start = [j.committed for j in joints]
 
         def poll() -> None:
             while not self._stop.wait(POLL_S):
-                done = sum(meta_steps_done(j) - s for j, s in zip(joints, start, strict=True))
+                done = sum(j.committed - s for j, s in zip(joints, start, strict=True))
                 self._progress.update(task, completed=done, refresh=True)
 
         self._watcher = threading.Thread(target=poll, name="meta-eval progress", daemon=True)

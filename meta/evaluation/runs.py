@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import torch
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -22,10 +20,10 @@ from meta.config import Config, RuntimeConfig
 from meta.evaluation.config import EvalConfig, Procedure
 from meta.run.configuration import flatten
 from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError, latest_weights
-from meta.run.status import TrainingStatus
-from meta.runtime.executor import Executor
+from meta.run.interrupt import Terminated
+from meta.run.status import StatusError, TrainingStatus
+from meta.runtime.executor import Executor, stop_workers
 from meta.runtime.jobs import Call
-from meta.runtime.threads import torch_threads
 
 log = logging.getLogger(__name__)
 JOINT_RUN = "joint"
@@ -56,6 +54,15 @@ class JointBaseline:
     """The joint run's configuration when it still has to be trained (or resumed)."""
     pretraining: str = ""
     """The PPO settings it is pretrained with, in words (`adam lr=0.0003 buffer=2048`)."""
+
+    @property
+    def committed(self) -> int:
+        """Meta-steps its run directory holds (0 before its first commit)."""
+        path = Path(self.results_dir) / self.run_id / STATUS_FILE
+        try:
+            return int(TrainingStatus.load(path).get(BEHAVIOR_NAME, "meta_step", 0))
+        except StatusError:
+            return 0
 
 
 def pretraining_label(ppo: PPOConfig) -> str:
@@ -211,22 +218,11 @@ def train_joint(joint: JointBaseline) -> str:
 def train_joint_group(joints: Sequence[JointBaseline]) -> list[str]:
     """Train joint baselines that differ only in seed as one group (meta.trainer.seeds), each
     meta-step's chunks stacked; returns their run directories."""
-    from meta.trainer import plan_training, session
+    from meta.trainer import train_group
 
-    starts: list[session.Start] = []
-    try:
-        for joint in joints:
-            assert joint.train is not None
-            plan = plan_training(joint.train, joint.run_id)
-            resolved = {**asdict(joint.train), "run_id": joint.run_id}
-            starts.append(session.Start(plan, OmegaConf.to_yaml(resolved), resolved))
-    except BaseException:
-        for start in starts:
-            start.plan.close()
-        raise
-    threads = starts[0].plan.cfg.torch_threads or torch.get_num_threads()
-    with torch_threads(threads):  # as meta.trainer.train gives a run its threads
-        return [str(d) for d in session.run_group(starts, ["meta-eval"], program=None)]
+    runs = [(joint.train, joint.run_id) for joint in joints if joint.train is not None]
+    assert len(runs) == len(joints)
+    return [str(d) for d in train_group(runs, ["meta-eval"])]
 
 
 def _setting(joint: JointBaseline) -> Config:
@@ -242,8 +238,12 @@ def joint_weights(
     grouped: bool = False,
 ) -> list[Weights]:
     """Each baseline's weights, training those that need it first (side by side); `grouped`
-    (eval.batched_joint): those of one setting as one stacked group."""
-    from meta.trainer.session import Stopped
+    (eval.batched_joint): those of one setting as one stacked group.
+
+    A stop (a run's Stopped, or a signal that reached this process outside a run, its runs
+    being in workers) stops every pretraining, then is one Stopped: why, what each
+    pretraining's directory holds, and meta-eval's way to go on."""
+    from meta.trainer.session import INTERRUPTED, TERMINATED, Stopped
 
     pending = [j for j in joints if j.train is not None]
     for joint in pending:
@@ -262,11 +262,40 @@ def joint_weights(
     try:
         for _ in executor.run(calls):
             pass
-    except Stopped as stopped:  # the pretraining's own line, with meta-eval's way to go on
-        said = re.split(r"\. Resume with: |[:;] nothing to resume \(", str(stopped))[0]
-        again = "run this meta-eval again to go on from there"
-        raise Stopped(f"{said}; {again}", stopped.code) from None
+    except (Stopped, KeyboardInterrupt, Terminated) as error:
+        stop_workers(executor)
+        if isinstance(error, Stopped):
+            reason, code = error.reason, error.code
+        else:
+            reason = "interrupted"
+            code = TERMINATED if isinstance(error, Terminated) else INTERRUPTED
+        raise Stopped(f"{reason}; {held(pending)}", code, AGAIN) from None
     return [latest_weights(j.results_dir, j.run_id) for j in joints]
+
+
+AGAIN = "; run this meta-eval again to go on from there"
+"""How a meta-eval stopped in its joint pretraining goes on (each run resumes where it is)."""
+
+
+def held(joints: Sequence[JointBaseline]) -> str:
+    """What the joint baselines' run directories hold: `a and b hold meta-steps 0..4; c ...`."""
+    from meta.trainer.seeds import listed
+
+    states: dict[tuple[str, str], list[Path]] = {}
+    for joint in joints:
+        assert joint.train is not None
+        done = joint.committed
+        where = Path(joint.results_dir) / joint.run_id
+        if done >= joint.train.meta.steps:
+            state = ("is complete", "are complete")
+        elif done > 0:
+            state = (f"holds meta-steps 0..{done - 1}", f"hold meta-steps 0..{done - 1}")
+        elif where.exists():
+            state = ("holds no meta-step", "hold no meta-step")
+        else:
+            state = ("was not begun", "were not begun")
+        states.setdefault(state, []).append(where)
+    return "; ".join(f"{listed(d)} {s[0] if len(d) == 1 else s[1]}" for s, d in states.items())
 
 
 OTHER_FREE = ("meta.algorithm", "meta.outer_lr", "meta.outer_lr_final")

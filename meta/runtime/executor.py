@@ -11,9 +11,14 @@ result or none.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.synchronize import Event
 from typing import Protocol, TypeVar
 
 from meta.algorithm.ppo.rollout import NullTimers, Timers
@@ -80,21 +85,49 @@ class LocalExecutor:
 
 
 _worker_pool: EnvPool | None = None
+_worker_stop: Event | None = None
 
 
-def _init_worker(env: EnvConfig) -> None:
-    """One torch thread per worker (the workers share the machine's cores) and a pool."""
+def _init_worker(env: EnvConfig, stop: Event) -> None:
+    """One torch thread per worker (the workers share the machine's cores) and a pool; Ctrl-C
+    ignored but while a job runs (`_in_worker`); once `stop` is set, no job starts."""
     import torch
 
-    global _worker_pool
+    global _worker_pool, _worker_stop
+    _worker_stop = stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by `_spawning`
     torch.set_num_threads(1)
     _worker_pool = EnvPool(env)
 
 
 def _in_worker(job: Job[R]) -> R:
-    """The job on its worker's pool (the body of every worker task)."""
-    assert _worker_pool is not None
-    return job(_worker_pool, NullTimers())
+    """The job on its worker's pool (the body of every worker task); Ctrl-C stops the job, which
+    gives its KeyboardInterrupt (or a run's Stopped) back as its result."""
+    assert _worker_pool is not None and _worker_stop is not None
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        if _worker_stop.is_set():  # queued before the executor was interrupted
+            raise KeyboardInterrupt
+        return job(_worker_pool, NullTimers())
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _spawning() -> Iterator[None]:
+    """Ctrl-C held back in this thread while it may spawn workers, who inherit the mask: a
+    worker starts deaf to it (the terminal sends it to every process of the group, and one
+    still importing or waiting for work would die with a traceback); this thread gets a
+    Ctrl-C that came meanwhile once the block ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 class ProcessExecutor:
@@ -110,17 +143,17 @@ class ProcessExecutor:
         """`stack`: the jobs that stack train as one stack cut into a share per worker;
         `compiled`: runtime.compile for those shares."""
         self.workers, self.stack, self.compiled = workers, stack, compiled
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
         self._pool = ProcessPoolExecutor(
-            workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker,
-            initargs=(env,),
+            workers, mp_context=context, initializer=_init_worker, initargs=(env, self._stop)
         )
 
     def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
         """Every job in the workers, results in order."""
         if not self.stack:
-            return self._pool.map(_in_worker, jobs, chunksize=1)
+            with _spawning():
+                return self._pool.map(_in_worker, jobs, chunksize=1)
         return self._stacked(jobs)
 
     def _stacked(self, jobs: Sequence[Job[R]]) -> Iterator[R]:
@@ -129,7 +162,8 @@ class ProcessExecutor:
         work = units(jobs, self.workers, self.compiled)
         results: dict[int, R] = {}
         given = 0
-        done = self._pool.map(_in_worker, [job for _, job in work], chunksize=1)
+        with _spawning():
+            done = self._pool.map(_in_worker, [job for _, job in work], chunksize=1)
         for (where, job), got in zip(work, done, strict=True):
             results.update(zip(where, got if isinstance(job, Stacked) else [got], strict=True))
             while given in results:
@@ -139,6 +173,25 @@ class ProcessExecutor:
     def close(self) -> None:
         """Stop the workers (pending jobs are cancelled)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def interrupt(self) -> None:
+        """Ctrl-C to every worker (one stops its job, an idle one ignores it and starts no other
+        job), then close."""
+        self._stop.set()
+        for process in list((self._pool._processes or {}).values()):
+            with contextlib.suppress(ProcessLookupError, TypeError):  # gone, or never started
+                os.kill(process.pid, signal.SIGINT)  # type: ignore[arg-type]
+        self.close()
+
+
+def stop_workers(executor: Executor) -> None:
+    """The jobs in an executor's worker processes stopped as this process was, and waited for.
+
+    A terminal's Ctrl-C reaches every process of its group, but `kill -INT` of this one alone
+    reaches no worker: each would finish its job first. Jobs in this process need nothing.
+    """
+    if isinstance(executor, ProcessExecutor):
+        executor.interrupt()
 
 
 def make_executor(

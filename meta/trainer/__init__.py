@@ -8,6 +8,7 @@ seeds (`seeds=[...]`) in lockstep; `meta.run.interrupt` holds Ctrl-C while a met
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import TrainingPlan, plan_training
 from meta.trainer.session import Stopped
 
-__all__ = ["MetaTrainer", "Stopped", "TrainingPlan", "plan_training", "train"]
+__all__ = ["MetaTrainer", "Stopped", "TrainingPlan", "plan_training", "train", "train_group"]
 
 
 def train(cfg: Config, run_id: str) -> Path:
@@ -34,6 +35,28 @@ def train(cfg: Config, run_id: str) -> Path:
     """
     threads = cfg.torch_threads or torch.get_num_threads()
     with torch_threads(threads):
-        checked = plan_training(cfg, run_id)
-        resolved = {**asdict(cfg), "run_id": run_id}
-        return session.run(checked, OmegaConf.to_yaml(resolved), resolved, program=None)
+        start = _start(cfg, run_id)
+        return session.run(start.plan, start.config_yaml, start.resolved, program=None)
+
+
+def train_group(runs: Sequence[tuple[Config, str]], words: Sequence[str]) -> list[Path]:
+    """Runs of one setting that differ in seed, each `(cfg, run_id)`, trained as one group
+    (`session.run_group`, meta.trainer.seeds) the way `train` trains one; `words` is the
+    program and overrides its lines give as the group's command."""
+    threads = runs[0][0].torch_threads or torch.get_num_threads()
+    with torch_threads(threads):
+        starts: list[session.Start] = []
+        try:
+            for cfg, run_id in runs:
+                starts.append(_start(cfg, run_id))
+        except BaseException:
+            for start in starts:
+                start.plan.close()
+            raise
+        return session.run_group(starts, words, program=None)
+
+
+def _start(cfg: Config, run_id: str) -> session.Start:
+    """The run checked (`plan_training`) with the configuration it opens with."""
+    resolved = {**asdict(cfg), "run_id": run_id}
+    return session.Start(plan_training(cfg, run_id), OmegaConf.to_yaml(resolved), resolved)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,15 +20,37 @@ pytestmark = pytest.mark.integration  # meta-eval runs as a process
 EVAL = ["run_id=s-seed_0", "eval.run_ids=[s-seed_0,s-seed_1]", *TINY_EVAL]
 
 
+def _command(program: str, args: list[str], fault: str = "") -> tuple[list[str], dict[str, str]]:
+    """`meta-train` or `meta-eval` as a command line and its environment (a fault if given)."""
+    code = f"import sys; from meta.cli import {program}; sys.argv[0] = 'x'; {program}()"
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    env.update({"WANDB_MODE": "offline", **({FAULT_ENV: fault} if fault else {})})
+    return [sys.executable, "-c", code, *args], env
+
+
 def _run(
     program: str, args: list[str], cwd: Path, fault: str = ""
 ) -> subprocess.CompletedProcess[str]:
     """`meta-train` or `meta-eval` as a process, with a fault point (a real signal) if given."""
-    code = f"import sys; from meta.cli import {program}; sys.argv[0] = 'x'; {program}()"
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    env.update({"WANDB_MODE": "offline", **({FAULT_ENV: fault} if fault else {})})
-    command = [sys.executable, "-c", code, *args]
+    command, env = _command(program, args, fault)
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _joints(cwd: Path, run: str = "s") -> list[Path]:
+    return [cwd / "results" / f"{run}-seed_{s}" / "eval" / "joint" for s in (0, 1)]
+
+
+def _goes_on_bitwise(args: list[str], cwd: Path, run: str = "s") -> None:
+    """Run again, the pretrainings end as when trained from nothing in one go."""
+    again = _run("eval_main", [*args, "eval.out_dir=cut"], cwd)
+    assert again.returncode == 0, again.stderr
+    joints = _joints(cwd, run)
+    resumed = [(j / "Brain.pt").read_bytes() for j in joints]
+    for j in joints:
+        shutil.rmtree(j)
+    whole = _run("eval_main", [*args, "eval.out_dir=whole"], cwd)
+    assert whole.returncode == 0, whole.stderr
+    assert [(j / "Brain.pt").read_bytes() for j in joints] == resumed
 
 
 @pytest.mark.parametrize("grouped", ["false", "true"])
@@ -53,13 +77,62 @@ def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
     assert line.count("\n") == 0 and line.startswith("meta-eval: error: joint pretraining"), line
     assert "run this meta-eval again to go on from there" in line and "Traceback" not in line
     assert "force=true" not in line and "Resume with" not in line  # meta-train's, not meta-eval's
-    joints = [tmp_path / "results" / f"s-seed_{s}" / "eval" / "joint" for s in (0, 1)]
-    assert not any((j / "Brain.pt").exists() for j in joints)
-    again = _run("eval_main", [*args, "eval.out_dir=cut"], tmp_path)
-    assert again.returncode == 0, again.stderr
-    resumed = [(j / "Brain.pt").read_bytes() for j in joints]
-    for j in joints:  # the same pretrainings from nothing, uninterrupted
-        shutil.rmtree(j)
-    whole = _run("eval_main", [*args, "eval.out_dir=whole"], tmp_path)
-    assert whole.returncode == 0, whole.stderr
-    assert [(j / "Brain.pt").read_bytes() for j in joints] == resumed
+    assert not any((j / "Brain.pt").exists() for j in _joints(tmp_path))
+    _goes_on_bitwise(args, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "reason", "held"),
+    [
+        ("before_commit@1:SIGINT", 130, "interrupted", "0..1"),  # signals held by the commit
+        ("disk_full@1", 1, "no space left", "0..0"),
+    ],
+    ids=["interrupted", "disk-full"],
+)
+def test_a_joint_pretraining_stopped_in_a_worker_says_so_and_goes_on(
+    fault: str, code: int, reason: str, held: str, tmp_path: Path
+) -> None:
+    # eval.workers=2: each pretraining stops in its worker process, whose Stopped must reach
+    # meta-eval whole (it used to fail to unpickle there, and meta-eval hung)
+    train = [*TINY, "meta.steps=3", "seeds=[0,1]", "runtime=batched", "run_id=s"]
+    trained = _run("train_main", train, tmp_path)
+    assert trained.returncode == 0, trained.stderr
+    args = [*EVAL, "eval.workers=2"]
+    stopped = _run("eval_main", [*args, "eval.out_dir=cut"], tmp_path, fault)
+    assert stopped.returncode == code, stopped.stderr
+    line = stopped.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"meta-eval: error: joint pretraining {reason}"), stopped.stderr
+    # the first stop stops the other worker's pretraining too; the line says where each stands
+    assert all(str(Path("results", f"s-seed_{s}", "eval", "joint")) in line for s in (0, 1))
+    assert f" meta-steps {held};" in line, line
+    assert line.endswith("; run this meta-eval again to go on from there"), line
+    assert "Traceback" not in stopped.stderr
+    _goes_on_bitwise(args, tmp_path)
+
+
+def test_meta_eval_interrupted_alone_stops_its_workers_pretrainings(tmp_path: Path) -> None:
+    # `kill -INT` of meta-eval alone (not its process group): its workers get it from meta-eval
+    # and stop their pretrainings, rather than meta-eval waiting for them to finish
+    steps = 100  # seconds of pretraining: the signal comes well before its end
+    train = [*TINY, f"meta.steps={steps}", "seeds=[0,1]", "runtime=batched", "run_id=L"]
+    trained = _run("train_main", train, tmp_path)
+    assert trained.returncode == 0, trained.stderr
+    args = ["run_id=L-seed_0", "eval.run_ids=[L-seed_0,L-seed_1]", *TINY_EVAL, "eval.workers=2"]
+    command, env = _command("eval_main", [*args, "eval.out_dir=cut"])
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    logs = [j / "meta_steps.csv" for j in _joints(tmp_path, "L")]
+    while not all(log.is_file() and len(log.read_text().splitlines()) > 2 for log in logs):
+        assert process.poll() is None, process.communicate()[1]
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr
+    line = stderr.strip()
+    assert line.count("\n") == 0 and "Traceback" not in line, line
+    assert line.startswith("meta-eval: error: joint pretraining interrupted; "), line
+    assert line.endswith("; run this meta-eval again to go on from there"), line
+    for log in logs:  # stopped before the end, each after what it had committed
+        assert 2 <= len(log.read_text().splitlines()) - 1 < steps
+    _goes_on_bitwise(args, tmp_path, "L")
