@@ -75,7 +75,10 @@ def _nested(field: dataclasses.Field[Any], owner: type) -> type | None:
 
 def _value(value: Any) -> str:
     if isinstance(value, list):
-        value = [dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value]
+        value = [
+            dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v
+            for v in value
+        ]
     if value is None:
         return "`null`"
     if isinstance(value, bool):

@@ -76,7 +76,7 @@ def help_screen(config_dir: str, argv: list[str]) -> str | None:
     with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
     template = string.Template(str(cfg.hydra.help.template))
-    shown = OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"])
+    shown = OmegaConf.masked_copy(cfg, [str(key) for key in cfg if key != "hydra"])
     try:
         return template.substitute(
             APP_CONFIG_GROUPS=_groups(config_dir), CONFIG=OmegaConf.to_yaml(shown)
@@ -131,7 +131,7 @@ def _flatten(node: Any, prefix: str) -> list[str]:
     keys: list[str] = []
     if isinstance(node, DictConfig):
         for key in node:
-            dotted = f"{prefix}{key}"
+            dotted = f"{prefix}{key!s}"
             keys.append(dotted)
             child = node._get_node(key)
             if isinstance(child, DictConfig) and not OmegaConf.is_missing(node, str(key)):

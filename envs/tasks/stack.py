@@ -21,9 +21,10 @@ def parts(env: object) -> list[TaskEnv] | None:
     """The built-in tasks an environment is, side by side (a ConcatEnv's children); None if it
     is not made of built-in tasks of one size."""
     found = list(env.children) if isinstance(env, ConcatEnv) else [env]
-    if not all(isinstance(e, TaskEnv) for e in found) or len({e.num_areas for e in found}) != 1:
+    tasks = [e for e in found if isinstance(e, TaskEnv)]
+    if len(tasks) != len(found) or len({e.num_areas for e in tasks}) != 1:
         return None
-    return found  # type: ignore[return-value]
+    return tasks
 
 
 def stackable_envs(envs: Sequence[object]) -> bool:

@@ -18,7 +18,7 @@ from meta.evaluation.progress import (
     EvalProgress,
 )
 from meta.evaluation.selection import SelectionRow, chosen
-from meta.evaluation.statistics import Cell, Measurement, summarise
+from meta.evaluation.statistics import Cell, Measurement, Resampling, summarise
 from meta.evaluation.steps import steps_to_target
 from meta.run.atomic import atomic_write_text
 
@@ -34,8 +34,11 @@ def write_outputs(
     ev = p.setting.eval
     order = {split: i for i, split in enumerate(ev.splits)}
     measurements.sort(key=lambda m: order[m.split])
-    options = {"seed": p.setting.seed, "samples": ev.bootstrap_samples}
-    stats = {**options, "confidence": ev.confidence}
+    stats: Resampling = {
+        "seed": p.setting.seed,
+        "samples": ev.bootstrap_samples,
+        "confidence": ev.confidence,
+    }
     bar.begin(STATISTICS, len(STATISTICS_STEPS))
     target, reach = ev.success_target, ev.reach
     cells = summarise(measurements, **stats, target=target, reach=reach)

@@ -33,7 +33,7 @@ import optuna
 from meta.evaluation.adapt import Setting
 from meta.evaluation.config import Procedure, SearchConfig
 from meta.evaluation.selection import SelectionRow, select
-from meta.evaluation.statistics import Measurement
+from meta.evaluation.statistics import Measurement, Resampling
 
 StartKey = tuple[str, str, str]
 """(family, method, pretraining): one start's search."""
@@ -52,7 +52,9 @@ def propose(trial: optuna.trial.BaseTrial, space: SearchConfig) -> Procedure:
         procedure.learning_rate = float(f"{value:.3g}")
     for name in ("buffer_size", "num_epoch", "batch_size"):
         if getattr(space, name):
-            setattr(procedure, name, int(trial.suggest_categorical(name, getattr(space, name))))
+            choice = trial.suggest_categorical(name, getattr(space, name))
+            assert isinstance(choice, int)
+            setattr(procedure, name, choice)
     schedules = list(space.learning_rate_schedule)
     if schedules:
         # one choice is not asked for, so a space left at [constant] proposes (and records in
@@ -71,6 +73,12 @@ def propose(trial: optuna.trial.BaseTrial, space: SearchConfig) -> Procedure:
 def sampler_seed(seed: int, key: StartKey) -> int:
     """The seed of one start's sampler: the search's seed and the start's names."""
     return zlib.crc32("/".join((str(seed), *key)).encode())
+
+
+class _Options(Resampling):
+    """What `select` is given besides the rows: the bootstrap's options and the horizon."""
+
+    horizon: float
 
 
 @dataclass
@@ -147,7 +155,7 @@ class Search:
         """Agent-steps every procedure adapts for at least."""
         return float(self.setting.horizon())
 
-    def _options(self) -> dict[str, float]:
+    def _options(self) -> _Options:
         ev = self.setting.eval
         return {
             "seed": self.setting.seed,

@@ -14,6 +14,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypedDict
 
 import numpy as np
 
@@ -21,6 +22,14 @@ METRICS = ("mean_reward", "success")
 REACHES = ("first", "sustained")
 """When a curve has reached the target (eval.reach): at the first budget at or above it, or at
 the first budget from which it stays at or above it at every later budget measured."""
+
+
+class Resampling(TypedDict):
+    """The bootstrap's options, as the statistics take them by keyword."""
+
+    seed: int
+    samples: int
+    confidence: float
 
 
 @dataclass(frozen=True)

@@ -109,8 +109,8 @@ class StackedCollection:
         for *_, stack in self.groups:
             stack.deliver()
         self._log(done)
-        columns = (obs_np, actions, log_probs, values, rewards, boundaries, ended, cuts)
-        return [self._rollout(i, *columns, v) for i, v in enumerate(values_of)]
+        collected = (obs_np, actions, log_probs, values, rewards, boundaries, ended, cuts)
+        return [self._rollout(i, *collected, v) for i, v in enumerate(values_of)]
 
     def release(self) -> None:
         """Hand every member's state back to its environment."""
