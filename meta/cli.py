@@ -203,6 +203,9 @@ def _eval(cfg: DictConfig) -> None:
         checked = plan_eval(config, config.run_id)
     except Exception as error:  # all of it is about the input; nothing is written yet
         fail("meta-eval", error)
+    from concurrent.futures.process import BrokenProcessPool
+
+    from meta.runtime.executor import WORKER_LOST
     from meta.trainer.session import Stopped
 
     raise_on_signals()
@@ -214,7 +217,10 @@ def _eval(cfg: DictConfig) -> None:
         fail("meta-eval", "interrupted before writing results; run it again to start over", code)
     except Stopped as stopped:  # a joint pretraining stopped: its runs say where they stand
         exit_at_once("meta-eval", "interrupted before writing results")
-        fail("meta-eval", f"joint pretraining {stopped}", stopped.code)
+        fail("meta-eval", str(stopped), stopped.code)
+    except BrokenProcessPool:  # a worker of eval.workers died in an adaptation
+        exit_at_once("meta-eval", "interrupted before writing results")
+        fail("meta-eval", f"{WORKER_LOST} before writing results; run it again to start over", 1)
     exit_at_once("meta-eval", f"interrupted after writing results; {checked.out_dir} is complete")
     from rich.console import Console
 

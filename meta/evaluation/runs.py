@@ -22,7 +22,7 @@ from meta.run.configuration import flatten
 from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError, latest_weights
 from meta.run.interrupt import Terminated
 from meta.run.status import StatusError, TrainingStatus
-from meta.runtime.executor import Executor, stop_workers
+from meta.runtime.executor import WORKER_LOST, Executor, stop_workers
 from meta.runtime.jobs import Call
 
 log = logging.getLogger(__name__)
@@ -243,7 +243,9 @@ def joint_weights(
     A stop (a run's Stopped, or a signal that reached this process outside a run, its runs
     being in workers) stops every pretraining, then is one Stopped: why, what each
     pretraining's directory holds, and meta-eval's way to go on."""
-    from meta.trainer.session import INTERRUPTED, TERMINATED, Stopped
+    from concurrent.futures.process import BrokenProcessPool
+
+    from meta.trainer.session import FAILED, INTERRUPTED, TERMINATED, Stopped
 
     pending = [j for j in joints if j.train is not None]
     for joint in pending:
@@ -262,14 +264,17 @@ def joint_weights(
     try:
         for _ in executor.run(calls):
             pass
-    except (Stopped, KeyboardInterrupt, Terminated) as error:
+    except (Stopped, KeyboardInterrupt, Terminated, BrokenProcessPool) as error:
         stop_workers(executor)
         if isinstance(error, Stopped):
             reason, code = error.reason, error.code
+        elif isinstance(error, BrokenProcessPool):
+            reason, code = WORKER_LOST, FAILED
         else:
             reason = "interrupted"
             code = TERMINATED if isinstance(error, Terminated) else INTERRUPTED
-        raise Stopped(f"{reason}; {held(pending)}", code, AGAIN) from None
+        what = "interrupted" if reason == "interrupted" else f"stopped: {reason}"
+        raise Stopped(f"joint pretraining {what}; {held(pending)}", code, AGAIN) from None
     return [latest_weights(j.results_dir, j.run_id) for j in joints]
 
 

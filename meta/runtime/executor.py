@@ -27,6 +27,8 @@ from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Job
 
 R = TypeVar("R")
+WORKER_LOST = "a worker process ended abruptly (killed, or out of memory?)"
+"""Why a process pool's run stopped when one of its workers died."""
 OnCrash = Callable[[BaseException], None]
 """Told of every crash before its job is retried; raises to give up."""
 

@@ -85,9 +85,11 @@ def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
     ("fault", "code", "reason", "held"),
     [
         ("before_commit@1:SIGINT", 130, "interrupted", "0..1"),  # signals held by the commit
-        ("disk_full@1", 1, "no space left", "0..0"),
+        ("disk_full@1", 1, "stopped: no space left", "0..0"),
+        # SIGKILL: the worker itself dies, as the kernel's out-of-memory killer would end it
+        ("inner_training@1", 1, "stopped: a worker process ended abruptly", "0..0"),
     ],
-    ids=["interrupted", "disk-full"],
+    ids=["interrupted", "disk-full", "worker-killed"],
 )
 def test_a_joint_pretraining_stopped_in_a_worker_says_so_and_goes_on(
     fault: str, code: int, reason: str, held: str, tmp_path: Path
@@ -113,7 +115,7 @@ def test_a_joint_pretraining_stopped_in_a_worker_says_so_and_goes_on(
 def test_meta_eval_interrupted_alone_stops_its_workers_pretrainings(tmp_path: Path) -> None:
     # `kill -INT` of meta-eval alone (not its process group): its workers get it from meta-eval
     # and stop their pretrainings, rather than meta-eval waiting for them to finish
-    steps = 100  # seconds of pretraining: the signal comes well before its end
+    steps = 60  # seconds of pretraining: the signal comes well before its end
     train = [*TINY, f"meta.steps={steps}", "seeds=[0,1]", "runtime=batched", "run_id=L"]
     trained = _run("train_main", train, tmp_path)
     assert trained.returncode == 0, trained.stderr
@@ -136,3 +138,35 @@ def test_meta_eval_interrupted_alone_stops_its_workers_pretrainings(tmp_path: Pa
     for log in logs:  # stopped before the end, each after what it had committed
         assert 2 <= len(log.read_text().splitlines()) - 1 < steps
     _goes_on_bitwise(args, tmp_path, "L")
+
+
+def _workers(pid: int) -> list[int]:
+    """The worker processes of a process pool meta-eval (`pid`) has spawned."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    lines = {c: Path(f"/proc/{c}/cmdline").read_bytes() for c in children}
+    return [int(c) for c, line in lines.items() if b"spawn_main(" in line]
+
+
+def test_a_worker_killed_while_adapting_ends_meta_eval_in_one_line(tmp_path: Path) -> None:
+    # eval.workers=2 with the joint baselines already trained: the workers adapt at once, and
+    # one is killed with SIGKILL, as the kernel's out-of-memory killer would end it
+    train = [*TINY, "meta.steps=3", "seeds=[0,1]", "runtime=batched", "run_id=s"]
+    assert _run("train_main", train, tmp_path).returncode == 0
+    args = [*EVAL, "eval.workers=2", "eval.seeds=8", "eval.budgets=[0,1,2,4,8]"]
+    first = _run("eval_main", [*args, "eval.out_dir=first", "eval.budgets=[0,1]"], tmp_path)
+    assert first.returncode == 0, first.stderr  # pretrains the joint baselines
+    command, env = _command("eval_main", [*args, "eval.out_dir=cut"])
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    while not (workers := _workers(process.pid)):
+        assert process.poll() is None, process.communicate()[1]
+        time.sleep(0.05)
+    os.kill(workers[0], signal.SIGKILL)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 1, stderr
+    assert stderr.strip() == (
+        "meta-eval: error: a worker process ended abruptly (killed, or out of memory?) before "
+        "writing results; run it again to start over"
+    ), stderr
+    assert not (tmp_path / "cut").exists()
