@@ -65,9 +65,15 @@ def _starts(p: EvalPlan, executor: Executor, bar: EvalProgress) -> list[list[Sta
     bar.stop_watching()
     bar.done(PRETRAINING)
     return [
-        [(m, pre, next(weights) if m == JOINT_RUN else w) for m, pre, w in starts]
+        [(m, pre, next(weights) if _baseline(m, w) else w) for m, pre, w in starts]
         for starts in _unweighted(p)
     ]
+
+
+def _baseline(method: str, weights: Weights | None) -> bool:
+    """Whether a start is a joint baseline still without its weights (a meta=joint run's own
+    start is named joint too, and has them)."""
+    return method == JOINT_RUN and weights is None
 
 
 def _unweighted(p: EvalPlan) -> list[list[Start]]:

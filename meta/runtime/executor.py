@@ -23,6 +23,7 @@ from typing import Protocol, TypeVar
 
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.config import EnvConfig, RuntimeConfig
+from meta.run.interrupt import deferred_interrupt
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Job
 
@@ -118,18 +119,20 @@ def _in_worker(job: Job[R]) -> R:
 
 @contextlib.contextmanager
 def _spawning() -> Iterator[None]:
-    """Ctrl-C held back in this thread while it may spawn workers, who inherit the mask: a
-    worker starts deaf to it (the terminal sends it to every process of the group, and one
-    still importing or waiting for work would die with a traceback); this thread gets a
-    Ctrl-C that came meanwhile once the block ends."""
+    """Ctrl-C blocked in this thread while it may spawn workers, who inherit the mask: a worker
+    starts deaf to it (the terminal sends it to every process of the group, and one still
+    importing or waiting for work would die with a traceback). A Ctrl-C or SIGTERM that
+    reaches this process meanwhile (through another of its threads) is raised once the pool
+    has its workers, not in the middle of spawning one."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+    with deferred_interrupt():
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 class ProcessExecutor:

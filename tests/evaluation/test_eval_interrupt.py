@@ -18,6 +18,26 @@ from meta.run.faults import FAULT_ENV
 pytestmark = pytest.mark.integration  # meta-eval runs as a process
 
 EVAL = ["run_id=s-seed_0", "eval.run_ids=[s-seed_0,s-seed_1]", *TINY_EVAL]
+JOINT_EVAL = ["run_id=j-seed_0", "eval.run_ids=[j-seed_0,j-seed_1]", *TINY_EVAL]
+"""meta-eval of two meta=joint runs: no joint baseline to pretrain, it adapts at once."""
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results folder with two seeds' runs of Reptile (`s`) and of meta=joint (`j`)."""
+    where = tmp_path_factory.mktemp("trained")
+    for run, extra in (("s", []), ("j", ["meta=joint"])):
+        args = [*TINY, *extra, "meta.steps=3", "seeds=[0,1]", "runtime=batched", f"run_id={run}"]
+        done = _run("train_main", args, where)
+        assert done.returncode == 0, done.stderr
+    return where / "results"
+
+
+@pytest.fixture
+def runs(trained: Path, tmp_path: Path) -> Path:
+    """This test's copy of the trained runs, in its own folder (the working directory)."""
+    shutil.copytree(trained, tmp_path / "results")
+    return tmp_path
 
 
 def _command(program: str, args: list[str], fault: str = "") -> tuple[list[str], dict[str, str]]:
@@ -60,14 +80,9 @@ def _goes_on_bitwise(args: list[str], cwd: Path, run: str = "s") -> None:
     ids=["nothing-committed", "resumable"],
 )
 def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
-    grouped: str, fault: str, tmp_path: Path
+    grouped: str, fault: str, runs: Path
 ) -> None:
-    trained = _run(
-        "train_main",
-        [*TINY, "meta.steps=3", "seeds=[0,1]", "runtime=batched", "run_id=s"],
-        tmp_path,
-    )
-    assert trained.returncode == 0, trained.stderr
+    tmp_path = runs
     args = [*EVAL, f"eval.batched_joint={grouped}"]
     # SIGINT in a joint baseline's first inner training (nothing to resume: it starts over) or
     # as it commits its second meta-step (it resumes); the fault reaches every run's loop
@@ -92,13 +107,11 @@ def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
     ids=["interrupted", "disk-full", "worker-killed"],
 )
 def test_a_joint_pretraining_stopped_in_a_worker_says_so_and_goes_on(
-    fault: str, code: int, reason: str, held: str, tmp_path: Path
+    fault: str, code: int, reason: str, held: str, runs: Path
 ) -> None:
     # eval.workers=2: each pretraining stops in its worker process, whose Stopped must reach
     # meta-eval whole (it used to fail to unpickle there, and meta-eval hung)
-    train = [*TINY, "meta.steps=3", "seeds=[0,1]", "runtime=batched", "run_id=s"]
-    trained = _run("train_main", train, tmp_path)
-    assert trained.returncode == 0, trained.stderr
+    tmp_path = runs
     args = [*EVAL, "eval.workers=2"]
     stopped = _run("eval_main", [*args, "eval.out_dir=cut"], tmp_path, fault)
     assert stopped.returncode == code, stopped.stderr
@@ -109,7 +122,8 @@ def test_a_joint_pretraining_stopped_in_a_worker_says_so_and_goes_on(
     assert f" meta-steps {held};" in line, line
     assert line.endswith("; run this meta-eval again to go on from there"), line
     assert "Traceback" not in stopped.stderr
-    _goes_on_bitwise(args, tmp_path)
+    if "SIGINT" not in fault and "disk_full" not in fault:  # the others resume as in-process
+        _goes_on_bitwise(args, tmp_path)  # a worker killed mid-meta-step
 
 
 def test_meta_eval_interrupted_alone_stops_its_workers_pretrainings(tmp_path: Path) -> None:
@@ -137,7 +151,6 @@ def test_meta_eval_interrupted_alone_stops_its_workers_pretrainings(tmp_path: Pa
     assert line.endswith("; run this meta-eval again to go on from there"), line
     for log in logs:  # stopped before the end, each after what it had committed
         assert 2 <= len(log.read_text().splitlines()) - 1 < steps
-    _goes_on_bitwise(args, tmp_path, "L")
 
 
 def _workers(pid: int) -> list[int]:
@@ -147,14 +160,34 @@ def _workers(pid: int) -> list[int]:
     return [int(c) for c, line in lines.items() if b"spawn_main(" in line]
 
 
-def test_a_worker_killed_while_adapting_ends_meta_eval_in_one_line(tmp_path: Path) -> None:
-    # eval.workers=2 with the joint baselines already trained: the workers adapt at once, and
-    # one is killed with SIGKILL, as the kernel's out-of-memory killer would end it
-    train = [*TINY, "meta.steps=3", "seeds=[0,1]", "runtime=batched", "run_id=s"]
-    assert _run("train_main", train, tmp_path).returncode == 0
-    args = [*EVAL, "eval.workers=2", "eval.seeds=8", "eval.budgets=[0,1,2,4,8]"]
-    first = _run("eval_main", [*args, "eval.out_dir=first", "eval.budgets=[0,1]"], tmp_path)
-    assert first.returncode == 0, first.stderr  # pretrains the joint baselines
+@pytest.mark.parametrize(
+    ("target", "sent", "code", "line"),
+    [
+        # SIGKILL of one worker, as the kernel's out-of-memory killer would end it
+        (
+            "worker",
+            signal.SIGKILL,
+            1,
+            "a worker process ended abruptly (killed, or out of memory?) before writing "
+            "results; run it again to start over",
+        ),
+        # Ctrl-C at a terminal: every process of the group, the workers still starting
+        (
+            "group",
+            signal.SIGINT,
+            130,
+            "interrupted before writing results; run it again to start over",
+        ),
+    ],
+    ids=["worker-killed", "ctrl-c"],
+)
+def test_meta_eval_stopped_as_its_workers_start_says_so_in_one_line(
+    target: str, sent: signal.Signals, code: int, line: str, runs: Path
+) -> None:
+    # eval.workers=2 on meta=joint runs: the workers, as soon as they exist (importing torch
+    # for seconds), are to adapt; the signal comes then
+    tmp_path = runs
+    args = [*JOINT_EVAL, "eval.workers=2", "eval.seeds=8", "eval.budgets=[0,1,2,4,8]"]
     command, env = _command("eval_main", [*args, "eval.out_dir=cut"])
     process = subprocess.Popen(
         command, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -162,11 +195,11 @@ def test_a_worker_killed_while_adapting_ends_meta_eval_in_one_line(tmp_path: Pat
     while not (workers := _workers(process.pid)):
         assert process.poll() is None, process.communicate()[1]
         time.sleep(0.05)
-    os.kill(workers[0], signal.SIGKILL)
+    if target == "worker":
+        os.kill(workers[0], sent)
+    else:
+        os.killpg(process.pid, sent)
     _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 1, stderr
-    assert stderr.strip() == (
-        "meta-eval: error: a worker process ended abruptly (killed, or out of memory?) before "
-        "writing results; run it again to start over"
-    ), stderr
+    assert process.returncode == code, stderr
+    assert stderr.strip() == f"meta-eval: error: {line}", stderr  # no worker's traceback
     assert not (tmp_path / "cut").exists()

@@ -147,6 +147,21 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     assert joint.stat().st_mtime_ns == stamp  # planning writes nothing
 
 
+def test_a_joint_run_is_evaluated_as_its_own_joint_start(tiny_config: Factory) -> None:
+    # meta=joint: the run is the joint baseline, so nothing is pretrained and its start is
+    # compared with scratch (it used to stop with StopIteration, a baseline's weights looked for)
+    run_dir = train(tiny_config("meta.steps=2", "meta=joint"), "tiny_joint")
+    checked = plan_eval(eval_config(tiny_config, "tiny_joint"), "tiny_joint")
+    assert checked.joint is None
+    evaluate(checked)
+    out = run_dir / "eval"
+    rows = read_csv(out / "adaptation.csv")
+    assert {r["method"] for r in rows} == {"joint", "scratch"}
+    assert {r["pretraining"] for r in rows} == {""}
+    assert not (out / "joint").exists()
+    assert not (out / "improvement.csv").exists()  # no meta-learned start to compare
+
+
 def test_same_start_same_measurements_paired_across_methods(tiny_config: Factory) -> None:
     # Every start adapts with the same seeds on the same tasks: identical weights (the run
     # given as its own joint baseline) must give identical rows.
