@@ -47,8 +47,8 @@ class Stopped(Exception):
     """The run stopped before its end; `str()` is the one line to print, `code` the exit code.
 
     The line is `state` (which begins with the `reason`) then `advice`, meta-train's way to go
-    on, which a caller that trained the runs for its own command (meta-eval's joint
-    pretraining) replaces with its own.
+    on. A caller that trained the runs for its own command says the stop its own way from the
+    `reason` (meta-eval's joint pretraining: meta.evaluation.runs.joint_weights).
     """
 
     def __init__(self, state: str, code: int, advice: str = "", reason: str = "") -> None:
