@@ -178,19 +178,24 @@ def test_sb3_schedule_gives_the_value_ours_uses_at_every_update() -> None:
 TICK = 2.0**-10  # fake seconds per task step: exact in binary, so sums of ticks are exact
 
 
+def _small(budget: int, eval_episodes: int) -> Settings:
+    """A training of a few 1,024-step buffers over 16 areas, 16 hidden units."""
+    return Settings(
+        num_areas=16,
+        budget=budget,
+        eval_episodes=eval_episodes,
+        ppo=replace(PPOConfig(), buffer_size=1_024, batch_size=256),
+        network=NetworkConfig(hidden_units=16),
+    )
+
+
 @pytest.mark.parametrize("training", [train_ours, train_sb3], ids=["ours", "sb3"])
 def test_a_training_reports_the_steps_it_took_and_times_only_them(
     training: Callable[[Settings], Outcome], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every task step (both sides step the same batched core) advances a fake clock by TICK,
     # so the timed seconds say which steps fell inside the timed window.
-    settings = Settings(
-        num_areas=16,
-        budget=2_500,
-        eval_episodes=32,
-        ppo=replace(PPOConfig(), buffer_size=1_024, batch_size=256),
-        network=NetworkConfig(hidden_units=16),
-    )
+    settings = _small(budget=2_500, eval_episodes=32)
     clock = types.SimpleNamespace(now=0.0)
     steps: dict[int, int] = {}  # areas of the env -> task steps taken
     original = BatchedTask.step
@@ -216,12 +221,5 @@ def test_a_training_reports_the_steps_it_took_and_times_only_them(
 def test_sb3_training_writes_no_log_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # SB3's learn() makes <temp>/SB3-<date> for its logger unless it is given one.
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    settings = Settings(
-        num_areas=16,
-        budget=1_024,
-        eval_episodes=16,
-        ppo=replace(PPOConfig(), buffer_size=1_024, batch_size=256),
-        network=NetworkConfig(hidden_units=16),
-    )
-    train_sb3(settings)
+    train_sb3(_small(budget=1_024, eval_episodes=16))
     assert list(tmp_path.iterdir()) == []
