@@ -25,6 +25,7 @@ from meta.evaluation.adapt import AdaptJob, adaptations
 from meta.evaluation.config import EvalConfig, Procedure
 from meta.evaluation.outputs import write_outputs
 from meta.evaluation.plan import EVAL_DIR, EvalPlan, plan_eval
+from meta.evaluation.pretraining import joint_weights
 from meta.evaluation.progress import (
     ADAPTATION,
     CHOICE,
@@ -34,7 +35,7 @@ from meta.evaluation.progress import (
     STATISTICS_STEPS,
     EvalProgress,
 )
-from meta.evaluation.runs import JOINT_RUN, JointBaseline, joint_weights
+from meta.evaluation.runs import JOINT_RUN, JointBaseline
 from meta.evaluation.selection import SelectionRow, chosen, select
 from meta.evaluation.statistics import Cell, Measurement
 from meta.run.interrupt import Terminated

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -19,11 +19,8 @@ from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
 from meta.evaluation.config import EvalConfig, Procedure
 from meta.run.configuration import flatten
-from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError, latest_weights
-from meta.run.interrupt import Terminated
+from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError
 from meta.run.status import StatusError, TrainingStatus
-from meta.runtime.executor import WORKER_LOST, Executor, stop_workers
-from meta.runtime.jobs import Call
 
 log = logging.getLogger(__name__)
 JOINT_RUN = "joint"
@@ -205,102 +202,6 @@ def _same_config(joint_dir: Path, cfg: Config) -> bool:
         return False  # a setting that no longer exists, or a value it cannot take
     expected = asdict(cfg)
     return isinstance(saved, dict) and all(saved[k] == expected[k] for k in MATCHED)
-
-
-def train_joint(joint: JointBaseline) -> str:
-    """Train one joint baseline (in whichever process runs it); returns its run directory."""
-    from meta.trainer import train
-
-    assert joint.train is not None
-    return str(train(joint.train, joint.run_id))
-
-
-def train_joint_group(joints: Sequence[JointBaseline]) -> list[str]:
-    """Train joint baselines that differ only in seed as one group (meta.trainer.seeds), each
-    meta-step's chunks stacked; returns their run directories."""
-    from meta.trainer import train_group
-
-    runs = [(joint.train, joint.run_id) for joint in joints if joint.train is not None]
-    assert len(runs) == len(joints)
-    return [str(d) for d in train_group(runs, ["meta-eval"])]
-
-
-def _setting(joint: JointBaseline) -> Config:
-    """What a joint baseline trains with, but for its seed and where it is written."""
-    assert joint.train is not None
-    return replace(joint.train, seed=0, results_dir="", resume=False, force=False)
-
-
-def joint_weights(
-    joints: Sequence[JointBaseline],
-    executor: Executor,
-    say: Callable[[str], None],
-    grouped: bool = False,
-) -> list[Weights]:
-    """Each baseline's weights, training those that need it first (side by side); `grouped`
-    (eval.batched_joint): those of one setting as one stacked group.
-
-    A stop (a run's Stopped, or a signal that reached this process outside a run, its runs
-    being in workers) stops every pretraining, then is one Stopped: why, what each
-    pretraining's directory holds, and meta-eval's way to go on."""
-    from concurrent.futures.process import BrokenProcessPool
-
-    from meta.trainer.session import FAILED, INTERRUPTED, TERMINATED, Stopped
-
-    pending = [j for j in joints if j.train is not None]
-    for joint in pending:
-        say(
-            "meta-eval: training the joint baseline (meta.algorithm=joint) in "
-            f"{Path(joint.results_dir) / joint.run_id}"
-        )
-    groups: list[list[JointBaseline]] = []
-    for joint in pending:
-        same = next((g for g in groups if grouped and _setting(g[0]) == _setting(joint)), None)
-        if same is None:
-            groups.append([joint])
-        else:
-            same.append(joint)
-    calls = [Call(train_joint_group, g) if len(g) > 1 else Call(train_joint, g[0]) for g in groups]
-    try:
-        for _ in executor.run(calls):
-            pass
-    except (Stopped, KeyboardInterrupt, Terminated, BrokenProcessPool) as error:
-        stop_workers(executor)
-        if isinstance(error, Stopped):
-            reason, code = error.reason, error.code
-        elif isinstance(error, BrokenProcessPool):
-            reason, code = WORKER_LOST, FAILED
-        else:
-            reason = "interrupted"
-            code = TERMINATED if isinstance(error, Terminated) else INTERRUPTED
-        what = "interrupted" if reason == "interrupted" else f"stopped: {reason}"
-        raise Stopped(f"joint pretraining {what}; {held(pending)}", code, AGAIN) from None
-    return [latest_weights(j.results_dir, j.run_id) for j in joints]
-
-
-AGAIN = "; run this meta-eval again to go on from there"
-"""How a meta-eval stopped in its joint pretraining goes on (each run resumes where it is)."""
-
-
-def held(joints: Sequence[JointBaseline]) -> str:
-    """What the joint baselines' run directories hold: `a and b hold meta-steps 0..4; c ...`."""
-    from meta.trainer.seeds import listed
-
-    states: dict[tuple[str, str], list[Path]] = {}
-    for joint in joints:
-        assert joint.train is not None
-        done = joint.committed
-        where = Path(joint.results_dir) / joint.run_id
-        if done >= joint.train.meta.steps:
-            state = ("is complete", "are complete")
-        elif done > 0:
-            state = (f"holds meta-steps 0..{done - 1}", f"hold meta-steps 0..{done - 1}")
-        elif where.exists():
-            state = ("holds no meta-step", "hold no meta-step")
-        else:
-            state = ("was not begun", "were not begun")
-        states.setdefault(state, []).append(where)
-    return "; ".join(f"{listed(d)} {s[0] if len(d) == 1 else s[1]}" for s, d in states.items())
 
 
 OTHER_FREE = ("meta.algorithm", "meta.outer_lr", "meta.outer_lr_final")

@@ -99,8 +99,8 @@ def stopped_line(
     resumed: Sequence[bool],
     opened: int,
     words: Sequence[str],
-) -> tuple[str, str]:
-    """`<reason>; <what the run directories hold>` and `. <the group's command to go on>`.
+) -> str:
+    """`<reason>; <what the run directories hold>. <the group's command to go on>`.
 
     `trainers` are those made so far, `resumed` says which runs continue, `opened` how many
     runs were opened (written to), `words` the group's command.
@@ -108,7 +108,7 @@ def stopped_line(
     if opened == 0:  # no run directory was touched
         where = "the runs are as they were" if any(r.exists() for r in runs) else ""
         again = f". Resume with: {command(*words, resume=True)}" if all(resumed) else ""
-        return f"{reason} before the runs started; {where or 'nothing was written'}", again
+        return f"{reason} before the runs started; {where or 'nothing was written'}{again}"
     states, resumable = [], True
     for i, run_dir in enumerate(runs):
         trainer = trainers[i] if i < len(trainers) else None
@@ -129,17 +129,22 @@ def stopped_line(
                 if exists
                 else ("was not begun", "were not begun")
             )
+    held = states_line(runs, states)
+    if all(s == ("is complete", "are complete") for s in states):
+        return f"{reason} after the runs completed; {held}"
+    if resumable:
+        return f"{reason}; {held}. Resume with: {command(*words, resume=True)}"
+    return f"{reason}; {held}: nothing to resume (start over with: {command(*words, force=True)})"
+
+
+def states_line(runs: Sequence[Path], states: Sequence[tuple[str, str]]) -> str:
+    """`a and b hold meta-steps 0..4; c is complete`: each run's state (said of one run, of
+    several), the runs in one state named together."""
     parts = []
     for state in dict.fromkeys(states):
         mine = [r for r, s in zip(runs, states, strict=True) if s == state]
         parts.append(f"{listed(mine)} {state[0] if len(mine) == 1 else state[1]}")
-    held = "; ".join(parts)
-    if all(s == ("is complete", "are complete") for s in states):
-        return f"{reason} after the runs completed; {held}", ""
-    if resumable:
-        return f"{reason}; {held}", f". Resume with: {command(*words, resume=True)}"
-    over = command(*words, force=True)
-    return f"{reason}; {held}", f": nothing to resume (start over with: {over})"
+    return "; ".join(parts)
 
 
 def listed(runs: Sequence[Path]) -> str:

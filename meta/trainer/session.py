@@ -38,32 +38,20 @@ from meta.trainer.seeds import SeedGroup, listed, stopped_line
 INTERRUPTED, TERMINATED, FAILED, INPUT = 130, 143, 1, 2
 
 
-Said = tuple[str, str]
-"""A stop's line in two parts: what happened and what the run directories hold; then how to go
-on from there (`. Resume with: <command>`, `: nothing to resume (...)`), or nothing."""
-
-
 class Stopped(Exception):
     """The run stopped before its end; `str()` is the one line to print, `code` the exit code.
 
-    The line is `state` (which begins with the `reason`) then `advice`, meta-train's way to go
-    on. A caller that trained the runs for its own command says the stop its own way from the
-    `reason` (meta-eval's joint pretraining: meta.evaluation.runs.joint_weights).
+    The line begins with the `reason`, from which a caller that trained the runs for its own
+    command says the stop its own way (meta.evaluation.pretraining.joint_weights).
     """
 
-    def __init__(self, state: str, code: int, advice: str = "", reason: str = "") -> None:
-        super().__init__(state + advice)
-        self.state, self.code, self.advice = state, code, advice
-        self.reason = reason or state
+    def __init__(self, message: str, code: int, reason: str = "") -> None:
+        super().__init__(message)
+        self.code, self.reason = code, reason or message
 
-    def __reduce__(self) -> tuple[type[Stopped], tuple[str, int, str, str]]:
+    def __reduce__(self) -> tuple[type[Stopped], tuple[str, int, str]]:
         """Whole across processes (a stop in a worker reaches the parent as it was raised)."""
-        return type(self), (self.state, self.code, self.advice, self.reason)
-
-    @classmethod
-    def said(cls, said: Said, code: int, reason: str) -> Stopped:
-        """The stop whose line is `said`, for `reason`."""
-        return cls(said[0], code, said[1], reason)
+        return type(self), (str(self), self.code, self.reason)
 
 
 @dataclass(frozen=True)
@@ -141,7 +129,7 @@ def _run(
         exit_at_once(program, done)
     faults.at("after_release", trainers[0].meta_step)
     if received:
-        raise Stopped(done, exit_code(received[0]), reason="interrupted")
+        raise Stopped(done, exit_code(received[0]), "interrupted")
     return run_dirs
 
 
@@ -188,23 +176,23 @@ def _locked_run(
     except (KeyboardInterrupt, Terminated) as error:
         code = TERMINATED if isinstance(error, Terminated) else INTERRUPTED
         if group is None:
-            said = _stopped(
+            message = _stopped(
                 "interrupted", starts[0].plan, _first(trainers), locks[0].held, bool(opened)
             )
         else:
-            said = _group_stopped("interrupted", starts, trainers, len(opened), group)
-        raise Stopped.said(said, code, "interrupted") from error
+            message = _group_stopped("interrupted", starts, trainers, len(opened), group)
+        raise Stopped(message, code, "interrupted") from error
     except OSError as error:
         if error.errno == errno.ENOSPC:
             reason = f"no space left on device writing {error.filename}"
         else:
             reason = f"{error.strerror or error} ({error.filename})"
-        said = _failed(reason, starts, trainers, len(opened), group)
-        raise Stopped.said(said, FAILED, reason) from error
+        message = _failed(reason, starts, trainers, len(opened), group)
+        raise Stopped(message, FAILED, reason) from error
     except (BuildsExhausted, BuildError, CheckpointError, StatusError, ValueError) as error:
         reason = first_line(error)
-        said = _failed(reason, starts, trainers, len(opened), group)
-        raise Stopped.said(said, FAILED, reason) from error
+        message = _failed(reason, starts, trainers, len(opened), group)
+        raise Stopped(message, FAILED, reason) from error
 
 
 def _failed(
@@ -213,7 +201,7 @@ def _failed(
     trainers: list[MetaTrainer],
     opened: int,
     group: Sequence[str] | None,
-) -> Said:
+) -> str:
     """The line of a stop by an error."""
     if group is None:
         return _stopped(reason, starts[0].plan, _first(trainers))
@@ -260,26 +248,29 @@ def _stopped(
     trainer: MetaTrainer | None,
     locked: bool = True,
     opened: bool = False,
-) -> Said:
-    """`<reason>; <what the run directory holds>` and `. Resume with: <command>` if it can."""
+) -> str:
+    """`<reason>; <what the run directory holds>[. Resume with: <command>]`."""
     cfg, run_dir = plan.cfg, Path(plan.cfg.results_dir) / plan.run_id
-    resume = f". Resume with: {resume_command(plan.run_id, cfg.results_dir)}"
+    command = resume_command(plan.run_id, cfg.results_dir)
     if not locked:  # stopped before or while taking the lock: the run was not touched
         where = f"{run_dir} is as it was" if run_dir.exists() else "nothing was written"
-        return f"{reason} before the run started; {where}", ""
+        return f"{reason} before the run started; {where}"
     if trainer is not None and trainer.completed:
-        return f"{reason} after the run completed; {run_dir} is complete", ""
+        return f"{reason} after the run completed; {run_dir} is complete"
     if trainer is None and cfg.resume and opened:  # its status and configuration rewritten
-        return f"{reason} while the run resumed; {run_dir} keeps its meta-steps", resume
+        kept = f"{run_dir} keeps its meta-steps"
+        return f"{reason} while the run resumed; {kept}. Resume with: {command}"
     if trainer is None and cfg.resume:
-        return f"{reason} before the run resumed; {run_dir} is as it was", resume
+        return f"{reason} before the run resumed; {run_dir} is as it was. Resume with: {command}"
     done = 0 if trainer is None else trainer.committed
     if done > 0:
-        return f"{reason}; {run_dir} holds meta-steps 0..{done - 1}", resume
+        return f"{reason}; {run_dir} holds meta-steps 0..{done - 1}. Resume with: {command}"
     if not run_dir.exists():
-        return f"{reason} before the run started; nothing was written", ""
-    start_over = f"; nothing to resume (start {plan.run_id!r} over with force=true)"
-    return f"{reason} before the first meta-step completed", start_over
+        return f"{reason} before the run started; nothing was written"
+    return (
+        f"{reason} before the first meta-step completed; nothing to resume "
+        f"(start {plan.run_id!r} over with force=true)"
+    )
 
 
 def _close_quietly(trainer: MetaTrainer) -> None:
@@ -294,7 +285,7 @@ def _group_stopped(
     trainers: list[MetaTrainer],
     opened: int,
     group: Sequence[str],
-) -> Said:
+) -> str:
     """The line of a group's early stop (meta.trainer.seeds.stopped_line)."""
     runs = [Path(s.plan.cfg.results_dir) / s.plan.run_id for s in starts]
     resumed = [s.plan.cfg.resume for s in starts]
