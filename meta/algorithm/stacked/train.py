@@ -54,13 +54,12 @@ def stackable(request: TrainRequest) -> str | None:
 def same_shape(a: TrainRequest, b: TrainRequest) -> bool:
     """Whether two stackable requests can train in one stack: the same settings, device and
     number of tasks side by side, and optimizers continued at the same step."""
-    return (a.ppo, a.network, a.device, a.updates, len(a.tasks)) == (
-        b.ppo,
-        b.network,
-        b.device,
-        b.updates,
-        len(b.tasks),
-    ) and optimizer_steps(a.optimizer_state) == optimizer_steps(b.optimizer_state)
+    return _shape(a) == _shape(b)
+
+
+def _shape(r: TrainRequest) -> tuple[object, ...]:
+    """What requests of one stack share."""
+    return (r.ppo, r.network, r.device, r.updates, len(r.tasks), optimizer_steps(r.optimizer_state))
 
 
 def train_stacked(
