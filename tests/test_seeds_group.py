@@ -8,6 +8,7 @@ bitwise; with one (alone it trains unstacked) they agree to rounding.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shlex
 import subprocess
@@ -81,6 +82,15 @@ def test_each_run_of_a_group_is_its_seed_alone_bitwise(
         assert (config["seed"], config["seeds"], config["run_id"]) == (seed, None, run_id)
         assert _rows(alone) == _rows(together)
     assert not torch.equal(*(_theta(group / i)["actor.0.weight"] for i in IDS))
+    for run_id, other in zip(IDS, reversed(IDS), strict=True):  # the timers say they are shared
+        timers = json.loads((group / run_id / "run_logs" / "timers.json").read_text())
+        assert timers["metadata"]["shared_with_runs"] == other
+        assert (
+            "shared_with_runs"
+            not in json.loads(
+                (tmp_path / "results" / run_id / "run_logs" / "timers.json").read_text()
+            )["metadata"]
+        )
 
 
 def test_one_training_per_meta_step_agrees_with_alone_to_rounding(

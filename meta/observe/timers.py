@@ -8,6 +8,7 @@ tree is written as ML-Agents' `run_logs/timers.json`, metadata included.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -28,6 +29,10 @@ class RunTimers:
         self.stack.add_metadata("mlagents_envs_version", mlagents_envs.__version__)
         self.stack.add_metadata("pytorch_version", torch.__version__)
         self.stack.add_metadata("numpy_version", np.__version__)
+
+    def shared_with(self, run_ids: Sequence[str]) -> None:
+        """Say in the metadata that these timers time work shared with `run_ids` (one stack)."""
+        self.stack.add_metadata("shared_with_runs", ",".join(run_ids))
 
     def scope(self, name: str) -> AbstractContextManager[Any]:
         """Time a block as `name`, nested under the innermost open scope."""

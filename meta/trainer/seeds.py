@@ -38,6 +38,8 @@ class SeedGroup:
 
     def __init__(self, trainers: Sequence[MetaTrainer], console: Console | None = None) -> None:
         self.trainers, self.console = list(trainers), console
+        for trainer in self.trainers:  # a stack's time shows in each of its runs' timers
+            trainer.timers.shared_with([t.run_dir.name for t in self.trainers if t is not trainer])
 
     def run(self) -> list[Path]:
         """Train every run until its meta.steps, then write their final weights together."""

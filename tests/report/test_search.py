@@ -118,7 +118,8 @@ def test_a_real_search_returns_its_objective_and_reads_as_a_sweep(
 ) -> None:
     results = tmp_path / "search"
     trials = ["hydra.sweeper.n_trials=2", "meta.steps=2", f"results_dir={results}"]
-    done = meta_train(*SEARCH, *SMALL_EVAL, *trials, cwd=tmp_path)
+    # each trial's adaptations in two worker processes: the objective as a study computes it
+    done = meta_train(*SEARCH, *SMALL_EVAL, *trials, "eval.workers=2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     best = yaml.safe_load((results / "optimization_results.yaml").read_text())
     assert set(best["best_params"]) == {"meta.outer_lr", "ppo.max_steps", "meta.meta_batch_size"}
