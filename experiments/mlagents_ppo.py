@@ -5,7 +5,8 @@ root, with the project's interpreter, at a low priority (each run is one process
 run at once):
 
     nice -n 10 python experiments/mlagents_ppo.py --mlagents-venv <dir> [--work <dir>]
-        [--tasks FindTarget CarryObject] [--seeds 5] [--jobs 2] [--trainers ...] [--out <dir>]
+        [--tasks FindTarget CarryObject] [--seeds 5] [--first-seed 1] [--jobs 2]
+        [--trainers ...] [--reuse TRAINER ...] [--reuse-from <curves.csv>] [--out <dir>]
 
 Every trainer trains 15 buffers of 10,240 agent-steps (153,600 steps; the points are labelled
 10k..150k) on the build's default task: `mlagents-learn` on `envs/builds/<task>` (16 areas,
@@ -21,6 +22,11 @@ the mean return and success of the episodes its buffer finished). A run that fin
 `<out>/curves.csv` (every run's points), `<out>/summary.csv` (mean, min, max over seeds),
 `<out>/<task>.png` and prints the band check:
 is each trainer's mean inside mlagents-learn's seed band (min..max) at every point from 30k?
+and, at those points, the largest difference of its mean from mlagents-learn's with the
+smallest p of Welch's t-test (per point, uncorrected for the 13 points).
+A replicate with other seeds of ours against the same mlagents-learn runs:
+`--trainers ppo=mlagents --first-seed 6 --reuse mlagents-learn --reuse-from
+experiments/mlagents_ppo/curves.csv --out <dir>`.
 Trainers `ablate-<row>` are `ppo=mlagents` with one row of docs/mlagents-fidelity.md set to
 the default's behaviour (see ABLATIONS).
 """
@@ -110,7 +116,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("results") / "mlagents_ppo")
     parser.add_argument("--out", type=Path, default=ROOT / "experiments" / "mlagents_ppo")
     parser.add_argument("--tasks", nargs="+", default=list(TASK_PARAMS), choices=TASK_PARAMS)
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per trainer")
+    parser.add_argument("--first-seed", type=int, default=1, help="the first trained seed")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--trainers", nargs="+", default=[MLAGENTS, "ppo=mlagents", "default"])
     parser.add_argument(
@@ -118,7 +125,10 @@ def main() -> None:
         nargs="+",
         default=[],
         metavar="TRAINER",
-        help="trainers whose curves are read from <out>/curves.csv, not trained",
+        help="trainers whose curves (seeds 1..--seeds) are read from --reuse-from, not trained",
+    )
+    parser.add_argument(
+        "--reuse-from", type=Path, help="an earlier comparison's curves.csv (<out>/curves.csv)"
     )
     args = parser.parse_args()
     unknown = [t for t in args.trainers + args.reuse if t != MLAGENTS and t not in OURS]
@@ -127,8 +137,8 @@ def main() -> None:
     both = sorted(set(args.trainers) & set(args.reuse))
     if both:
         parser.error(f"trainer {both[0]!r} is both trained and reused: name it in one of the two")
-    if args.seeds < 1 or args.jobs < 1:
-        parser.error("--seeds and --jobs must be at least 1")
+    if args.seeds < 1 or args.jobs < 1 or args.first_seed < 1:
+        parser.error("--seeds, --first-seed and --jobs must be at least 1")
     learn = args.mlagents_venv / "bin" / "mlagents-learn" if args.mlagents_venv else None
     if MLAGENTS in args.trainers and (learn is None or not learn.exists()):
         parser.error("--mlagents-venv must be a virtualenv with mlagents-learn 1.1.0")
@@ -137,9 +147,10 @@ def main() -> None:
         Run(task, trainer, seed)
         for task in args.tasks
         for trainer in args.trainers
-        for seed in range(1, args.seeds + 1)
+        for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
-    kept = reused(args.out / "curves.csv", args.reuse, args.tasks, args.seeds)  # before training
+    earlier = args.reuse_from or args.out / "curves.csv"
+    kept = reused(earlier, args.reuse, args.tasks, args.seeds)  # before training
     started = time.monotonic()
     with ThreadPoolExecutor(args.jobs) as pool:
         walls = list(pool.map(lambda run: train(run, work, learn), runs))
@@ -292,6 +303,7 @@ def write_outputs(out: Path, curves: dict[Run, dict[int, tuple[float, float]]]) 
     for task in sorted({t for t, _ in summary}):
         plot(out / f"{task}.png", task, {tr: s for (t, tr), s in summary.items() if t == task})
         band_check(task, summary)
+        welch_check(task, groups)
 
 
 def report_walls(runs: Sequence[Run], work: Path) -> None:
@@ -343,6 +355,34 @@ def band_check(task: str, summary: dict[tuple[str, str], dict[int, tuple[float, 
                 "yes, at every point" if not outside else "no, outside at " + ", ".join(outside)
             )
         print(line)
+
+
+def welch_check(
+    task: str, groups: dict[tuple[str, str], list[dict[int, tuple[float, float]]]]
+) -> None:
+    """Print, per trainer, its largest difference of mean reward from mlagents-learn's at the
+    points from 30k and the smallest p of Welch's t-test there (per point, uncorrected)."""
+    from scipy.stats import ttest_ind
+
+    band = groups.get((task, MLAGENTS))
+    if band is None:
+        return
+    for (other_task, trainer), curves in groups.items():
+        if other_task != task or trainer == MLAGENTS or len(curves) < 2 or len(band) < 2:
+            continue
+        tests = []
+        for step in curves[0]:
+            if label(step) >= BAND_FROM:
+                ours, theirs = [c[step][0] for c in curves], [c[step][0] for c in band]
+                p = float(ttest_ind(ours, theirs, equal_var=False).pvalue)
+                tests.append((sum(ours) / len(ours) - sum(theirs) / len(theirs), p, label(step)))
+        diff, _, at = max(tests, key=lambda t: abs(t[0]))
+        _, p, weakest = min(tests, key=lambda t: t[1])
+        print(
+            f"{task} {trainer} ({len(curves)} seeds) against mlagents-learn ({len(band)}): "
+            f"largest difference of means {diff:+.3f} at {at // 1000}k; smallest Welch p "
+            f"{p:.2f} at {weakest // 1000}k"
+        )
 
 
 def plot(path: Path, task: str, summary: dict[str, dict[int, tuple[float, ...]]]) -> None:

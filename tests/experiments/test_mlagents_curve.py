@@ -57,3 +57,29 @@ def test_reusing_curves_from_a_comparison_that_is_not_there_is_refused(tmp_path:
     with pytest.raises(SystemExit, match=r"--reuse: .*curves\.csv does not exist"):
         script.reused(tmp_path / "curves.csv", ["mlagents-learn"], ["FindTarget"], 5)
     assert script.reused(tmp_path / "curves.csv", [], ["FindTarget"], 5) == {}
+
+
+def test_welch_check_names_the_largest_difference_and_the_weakest_point(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    script = _script()
+    steps = [10240 * k for k in (2, 3, 4)]  # 20k is before the band's first point, 30k
+    theirs = [
+        {s: (-1.0 + 0.1 * k + 0.01 * seed, 0.0) for k, s in enumerate(steps)} for seed in range(3)
+    ]
+    ours = [
+        {s: (v + (0.5 if s == steps[1] else 0.0), 0.0) for s, (v, _) in c.items()} for c in theirs
+    ]
+    far = [{s: (v + 5.0, 0.0) for s, (v, _) in c.items()} for c in theirs]  # only 20k: left out
+    far = [
+        {**c, steps[1]: theirs[i][steps[1]], steps[2]: theirs[i][steps[2]]}
+        for i, c in enumerate(far)
+    ]
+    groups = {("T", "mlagents-learn"): theirs, ("T", "ours"): ours, ("T", "far"): far}
+    script.welch_check("T", groups)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("T ours (3 seeds) against mlagents-learn (3): largest difference")
+    assert "+0.500 at 30k; smallest Welch p 0.00 at 30k" in lines[0]
+    assert lines[1].endswith(
+        "largest difference of means +0.000 at 30k; smallest Welch p 1.00 at 30k"
+    )
