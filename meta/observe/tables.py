@@ -31,8 +31,11 @@ def header_error(path: Path, columns: Sequence[str], header: Sequence[str] | Non
             header = next(csv.reader(f), None)
         if header is None:
             return ""
-    if list(header) != list(columns):
-        return f"{path}: header {list(header)} differs from columns {list(columns)}"
+    header, columns = list(header), list(columns)
+    if header == columns[: len(header)] and len(header) < len(columns):
+        return f"{path} was written before its columns {columns[len(header) :]} existed"
+    if header != columns:
+        return f"{path}: header {header} differs from columns {columns}"
     return ""
 
 

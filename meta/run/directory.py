@@ -25,6 +25,7 @@ from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.config import Config
 from meta.interop.mlagents import Network, from_mlagents, is_mlagents, settings_misfit
+from meta.observe.reporter import INNER_UPDATES_TABLE
 from meta.observe.tables import header_error
 from meta.run.atomic import atomic_write_text
 from meta.run.checkpoints import LATEST, STATUS_KEY, CheckpointError, load_checkpoint
@@ -196,6 +197,10 @@ def check_tables(run_dir: Path, tables: dict[str, list[str]]) -> None:
     """Refuse a resume whose CSV tables cannot take this run's rows (damaged headers)."""
     for table, columns in tables.items():
         error = header_error(run_dir / f"{table}.csv", columns)
+        if error and table == INNER_UPDATES_TABLE:  # the only table a resume can leave off
+            raise RunError(
+                f"{error}: refused; resume with logger.per_update_csv=false to go on without it"
+            )
         if error:
             raise RunError(f"{error}: refused (the table is not repaired)")
 

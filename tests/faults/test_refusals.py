@@ -49,6 +49,13 @@ def _bad_status(path: Path) -> None:
     (path.parent.parent / "run_logs" / "training_status.json").write_text("{not json")
 
 
+def _older_table(path: Path) -> None:
+    table = path.parent.parent / "meta_steps.csv"
+    table.write_text(
+        "".join(line.rsplit(",", 1)[0] + "\n" for line in table.read_text().splitlines())
+    )
+
+
 def _bad_header(path: Path) -> None:
     table = path.parent.parent / "meta_steps.csv"
     table.write_text(table.read_text().replace("meta_step,", "meta_stpe,", 1))
@@ -84,6 +91,7 @@ def _other_network(path: Path) -> None:
         (_other_network, "holds weights of another network"),
         (_bad_status, "invalid JSON"),
         (_bad_header, "meta_steps.csv: header ['meta_stpe'"),
+        (_older_table, "meta_steps.csv was written before its columns ["),
     ],
 )
 def test_a_damaged_run_is_refused_in_one_line_before_any_write(
@@ -96,6 +104,23 @@ def test_a_damaged_run_is_refused_in_one_line_before_any_write(
     assert code == 2 and err.count("\n") == 1 and named in err, err
     assert "Traceback" not in err and "weights_only" not in err, err
     assert snapshot(copy) == before  # configuration.yaml and the status included
+
+
+def test_an_older_versions_update_table_resumes_without_it(copy: Path) -> None:
+    table = copy / "results" / "done" / "inner_updates.csv"
+    table.write_text(
+        "".join(line.rsplit(",", 1)[0] + "\n" for line in table.read_text().splitlines())
+    )
+    before = snapshot(copy)
+    code, err = run(copy, "run_id=done", "resume=true", "meta.steps=6")
+    assert code == 2 and err.count("\n") == 1 and "was written before its columns" in err, err
+    assert "resume with logger.per_update_csv=false" in err and snapshot(copy) == before
+    old = table.read_bytes()
+    code, err = run(
+        copy, "run_id=done", "resume=true", "meta.steps=6", "logger.per_update_csv=false"
+    )
+    assert code == 0, err
+    assert table.read_bytes() == old
 
 
 def test_verbose_shows_the_traceback(copy: Path) -> None:

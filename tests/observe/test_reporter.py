@@ -77,7 +77,9 @@ def test_csv_rejects_other_header_and_unknown_keys(tmp_path: Path) -> None:
     path = tmp_path / "meta_steps.csv"
     CSVWriter(path, META_STEP_COLUMNS).close()
     with pytest.raises(ValueError, match="header"):
-        CSVWriter(path, [*META_STEP_COLUMNS, "extra"])
+        CSVWriter(path, ["extra", *META_STEP_COLUMNS])
+    with pytest.raises(ValueError, match=r"written before its columns \['extra'\] existed"):
+        CSVWriter(path, [*META_STEP_COLUMNS, "extra"])  # an older version's table
     writer = CSVWriter(path, META_STEP_COLUMNS)
     with pytest.raises(ValueError):
         writer.write_rows("meta_steps", [{"meta_step": 1, "typo": 2}])
