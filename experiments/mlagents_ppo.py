@@ -6,7 +6,7 @@ run at once):
 
     nice -n 10 python experiments/mlagents_ppo.py --mlagents-venv <dir> [--work <dir>]
         [--tasks FindTarget CarryObject] [--seeds 5] [--first-seed 1] [--jobs 2]
-        [--trainers ...] [--reuse TRAINER ...] [--reuse-from <curves.csv>] [--out <dir>]
+        [--trainers ...] [--reuse TRAINER ...] [--reuse-from <curves.csv> ...] [--out <dir>]
 
 Every trainer trains 15 buffers of 10,240 agent-steps (153,600 steps; the points are labelled
 10k..150k) on the build's default task: `mlagents-learn` on `envs/builds/<task>` (16 areas,
@@ -24,9 +24,9 @@ the mean return and success of the episodes its buffer finished). A run that fin
 is each trainer's mean inside mlagents-learn's seed band (min..max) at every point from 30k?
 and, at those points, the largest difference of its mean from mlagents-learn's with the
 smallest p of Welch's t-test (per point, uncorrected for the 13 points).
-A replicate with other seeds of ours against the same mlagents-learn runs:
-`--trainers ppo=mlagents --first-seed 6 --reuse mlagents-learn --reuse-from
-experiments/mlagents_ppo/curves.csv --out <dir>`.
+A reused trainer's curves are every seed of it that the --reuse-from files hold: the
+comparisons of two sets of seeds read together with `--trainers --reuse mlagents-learn
+ppo=mlagents --reuse-from <first>/curves.csv <second>/curves.csv --out <dir>`.
 Trainers `ablate-<row>` are `ppo=mlagents` with one row of docs/mlagents-fidelity.md set to
 the default's behaviour (see ABLATIONS).
 """
@@ -119,21 +119,28 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeds per trainer")
     parser.add_argument("--first-seed", type=int, default=1, help="the first trained seed")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--trainers", nargs="+", default=[MLAGENTS, "ppo=mlagents", "default"])
+    parser.add_argument(
+        "--trainers", nargs="*", default=[MLAGENTS, "ppo=mlagents", "default"], help="to train"
+    )
     parser.add_argument(
         "--reuse",
         nargs="+",
         default=[],
         metavar="TRAINER",
-        help="trainers whose curves (seeds 1..--seeds) are read from --reuse-from, not trained",
+        help="trainers whose curves (every seed there) are read from --reuse-from, not trained",
     )
     parser.add_argument(
-        "--reuse-from", type=Path, help="an earlier comparison's curves.csv (<out>/curves.csv)"
+        "--reuse-from",
+        type=Path,
+        nargs="+",
+        help="earlier comparisons' curves.csv files (default: <out>/curves.csv)",
     )
     args = parser.parse_args()
     unknown = [t for t in args.trainers + args.reuse if t != MLAGENTS and t not in OURS]
     if unknown:
         parser.error(f"unknown trainer {unknown[0]!r} (known: {MLAGENTS}, {', '.join(OURS)})")
+    if not args.trainers and not args.reuse:
+        parser.error("nothing to compare: name --trainers, --reuse or both")
     both = sorted(set(args.trainers) & set(args.reuse))
     if both:
         parser.error(f"trainer {both[0]!r} is both trained and reused: name it in one of the two")
@@ -149,8 +156,8 @@ def main() -> None:
         for trainer in args.trainers
         for seed in range(args.first_seed, args.first_seed + args.seeds)
     ]
-    earlier = args.reuse_from or args.out / "curves.csv"
-    kept = reused(earlier, args.reuse, args.tasks, args.seeds)  # before training
+    earlier = args.reuse_from or [args.out / "curves.csv"]
+    kept = reused(earlier, args.reuse, args.tasks)  # before training
     started = time.monotonic()
     with ThreadPoolExecutor(args.jobs) as pool:
         walls = list(pool.map(lambda run: train(run, work, learn), runs))
@@ -200,25 +207,33 @@ def train(run: Run, work: Path, learn: Path | None) -> float:
 
 
 def reused(
-    path: Path, trainers: Sequence[str], tasks: Sequence[str], seeds: int
+    paths: Sequence[Path], trainers: Sequence[str], tasks: Sequence[str]
 ) -> dict[Run, dict[int, tuple[float, float]]]:
-    """The curves of `trainers` as an earlier comparison wrote them to `path`."""
+    """Every curve of `trainers` on `tasks` that earlier comparisons wrote to `paths` (a run in
+    two files must be the same in both)."""
     if not trainers:
         return {}
-    if not path.is_file():
-        raise SystemExit(
-            f"--reuse: {path} does not exist (it holds an earlier comparison's curves)"
-        )
-    curves: dict[Run, dict[int, tuple[float, float]]] = defaultdict(dict)
-    with path.open() as f:
-        for row in csv.DictReader(f):
-            if row["trainer"] in trainers and row["task"] in tasks and int(row["seed"]) <= seeds:
-                run = Run(row["task"], row["trainer"], int(row["seed"]))
-                curves[run][int(row["steps"])] = (float(row["reward"]), float(row["success"]))
-    missing = [(t, r) for t in tasks for r in trainers if Run(t, r, seeds) not in curves]
+    curves: dict[Run, dict[int, tuple[float, float]]] = {}
+    for path in paths:
+        if not path.is_file():
+            raise SystemExit(
+                f"--reuse: {path} does not exist (it holds an earlier comparison's curves)"
+            )
+        found: dict[Run, dict[int, tuple[float, float]]] = defaultdict(dict)
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                if row["trainer"] in trainers and row["task"] in tasks:
+                    run = Run(row["task"], row["trainer"], int(row["seed"]))
+                    point = (float(row["reward"]), float(row["success"]))
+                    found[run][int(row["steps"])] = point
+        for run, curve in found.items():
+            if repr(curves.setdefault(run, curve)) != repr(curve):  # NaN equals NaN here
+                raise SystemExit(f"--reuse: {run.run_id} differs between the --reuse-from files")
+    held = {(run.task, run.trainer) for run in curves}
+    missing = [(t, r) for t in tasks for r in trainers if (t, r) not in held]
     if missing:
-        raise SystemExit(f"{path} has no {missing[0][1]} curve of {missing[0][0]} seed {seeds}")
-    return dict(curves)
+        raise SystemExit(f"--reuse: no {missing[0][1]} curve of {missing[0][0]} in {list(paths)}")
+    return curves
 
 
 def events(run: Run, work: Path) -> list[Path]:

@@ -55,8 +55,34 @@ def test_updates_that_end_before_the_last_point_are_refused(tmp_path: Path) -> N
 def test_reusing_curves_from_a_comparison_that_is_not_there_is_refused(tmp_path: Path) -> None:
     script = _script()
     with pytest.raises(SystemExit, match=r"--reuse: .*curves\.csv does not exist"):
-        script.reused(tmp_path / "curves.csv", ["mlagents-learn"], ["FindTarget"], 5)
-    assert script.reused(tmp_path / "curves.csv", [], ["FindTarget"], 5) == {}
+        script.reused([tmp_path / "curves.csv"], ["mlagents-learn"], ["FindTarget"])
+    assert script.reused([tmp_path / "curves.csv"], [], ["FindTarget"]) == {}
+
+
+def _curves(path: Path, rows: list[tuple[str, int, float]]) -> Path:
+    """A comparison's curves.csv: (trainer, seed, reward) at one point of FindTarget."""
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["task", "trainer", "seed", "steps", "label", "reward", "success"])
+        for trainer, seed, reward in rows:
+            writer.writerow(["FindTarget", trainer, seed, 10240, 10000, reward, "nan"])
+    return path
+
+
+def test_reused_curves_are_every_seed_of_every_file_and_a_run_in_two_must_agree(
+    tmp_path: Path,
+) -> None:
+    script = _script()
+    first = _curves(tmp_path / "a.csv", [("mlagents-learn", 1, -1.0), ("default", 1, 0.5)])
+    second = _curves(tmp_path / "b.csv", [("mlagents-learn", 1, -1.0), ("mlagents-learn", 6, -0.9)])
+    curves = script.reused([first, second], ["mlagents-learn"], ["FindTarget"])
+    assert sorted(run.seed for run in curves) == [1, 6]
+    assert all(run.trainer == "mlagents-learn" for run in curves)
+    other = _curves(tmp_path / "c.csv", [("mlagents-learn", 1, -0.5)])
+    with pytest.raises(SystemExit, match="FindTarget-mlagents_learn-1 differs"):
+        script.reused([first, other], ["mlagents-learn"], ["FindTarget"])
+    with pytest.raises(SystemExit, match="no ppo=mlagents curve of FindTarget"):
+        script.reused([first], ["ppo=mlagents"], ["FindTarget"])
 
 
 def test_welch_check_names_the_largest_difference_and_the_weakest_point(
