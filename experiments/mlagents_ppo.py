@@ -46,6 +46,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
 
 from envs.backend.ports import free_ports
@@ -319,6 +320,7 @@ def write_outputs(out: Path, curves: dict[Run, dict[int, tuple[float, float]]]) 
         plot(out / f"{task}.png", task, {tr: s for (t, tr), s in summary.items() if t == task})
         band_check(task, summary)
         welch_check(task, groups)
+        band_odds(task, groups)
 
 
 def report_walls(runs: Sequence[Run], work: Path) -> None:
@@ -398,6 +400,44 @@ def welch_check(
             f"largest difference of means {diff:+.3f} at {at // 1000}k; smallest Welch p "
             f"{p:.2f} at {weakest // 1000}k"
         )
+
+
+Curves = list[dict[int, tuple[float, float]]]
+
+
+def band_odds(task: str, groups: dict[tuple[str, str], Curves], size: int = 5) -> None:
+    """With 2 x `size` or more mlagents-learn seeds, print how often the band check of `size`
+    seeds each passes for mlagents-learn against itself (every split of its seeds into two
+    halves) and for each other trainer against it (every choice of `size` seeds of each)."""
+    reference = groups.get((task, MLAGENTS), [])
+    if len(reference) < 2 * size:
+        return
+    steps = [s for s in reference[0] if label(s) >= BAND_FROM]
+
+    def passes(ours: Sequence[dict[int, tuple[float, float]]], theirs: Curves) -> bool:
+        for step in steps:
+            mean = sum(c[step][0] for c in ours) / len(ours)
+            band = [c[step][0] for c in theirs]
+            if not min(band) <= mean <= max(band):
+                return False
+        return True
+
+    seeds = range(len(reference))
+    halves = [(a, [i for i in seeds if i not in a]) for a in combinations(seeds, size)]
+    alike = [passes([reference[i] for i in a], [reference[i] for i in b]) for a, b in halves]
+    line = (
+        f"{task} band check of {size} seeds each: passes for {MLAGENTS} against itself in "
+        f"{sum(alike) / len(alike):.0%} of the {len(alike)} splits of its {len(reference)} seeds"
+    )
+    picks = [[reference[i] for i in c] for c in combinations(seeds, size)]
+    for (other_task, trainer), curves in groups.items():
+        if other_task != task or trainer == MLAGENTS or len(curves) < size:
+            continue
+        ours = list(combinations(curves, size))
+        hits = sum(passes(o, theirs) for o in ours for theirs in picks)
+        line += f"; for {trainer} against it in {hits / (len(ours) * len(picks)):.0%}"
+        line += f" of the {len(ours) * len(picks)} choices of {size} seeds of each"
+    print(line)
 
 
 def plot(path: Path, task: str, summary: dict[str, dict[int, tuple[float, ...]]]) -> None:

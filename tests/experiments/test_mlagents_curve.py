@@ -109,3 +109,21 @@ def test_welch_check_names_the_largest_difference_and_the_weakest_point(
     assert lines[1].endswith(
         "largest difference of means +0.000 at 30k; smallest Welch p 1.00 at 30k"
     )
+
+
+def test_band_odds_calibrate_the_band_check_on_the_reference_against_itself(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    script = _script()
+    steps = [10240 * k for k in (3, 4)]
+    # ten reference seeds alike: the mean of any five is the band of the other five
+    theirs = [{s: (-0.5, 0.0) for s in steps} for _ in range(10)]
+    far = [{s: (5.0, 0.0) for s in steps} for _ in range(5)]
+    script.band_odds("T", {("T", "mlagents-learn"): theirs, ("T", "far"): far})
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line == (
+        "T band check of 5 seeds each: passes for mlagents-learn against itself in 100% of the "
+        "252 splits of its 10 seeds; for far against it in 0% of the 252 choices of 5 seeds of each"
+    )
+    script.band_odds("T", {("T", "mlagents-learn"): theirs[:9], ("T", "far"): far})
+    assert capsys.readouterr().out == ""  # fewer than ten reference seeds: no halves to compare
