@@ -339,7 +339,7 @@ def report_walls(runs: Sequence[Run], work: Path) -> None:
 
 def summarise(group: list[dict[int, tuple[float, float]]]) -> dict[int, tuple[float, ...]]:
     """Per step: reward mean, min, max and success mean, min, max over seeds."""
-    out = {}
+    out: dict[int, tuple[float, ...]] = {}
     for step in group[0]:
         reward = [c[step][0] for c in group]
         success = [c[step][1] for c in group]
