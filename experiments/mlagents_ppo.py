@@ -110,6 +110,10 @@ class Run:
         return f"{self.task}-{re.sub('[^A-Za-z0-9]+', '_', self.trainer)}-{self.seed}"
 
 
+Curves = list[dict[int, tuple[float, float]]]
+"""Runs' curves: per run, step -> (mean reward, success)."""
+
+
 def main() -> None:
     """Parse, check, run what is missing, then read, write and print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -304,7 +308,7 @@ def write_outputs(out: Path, curves: dict[Run, dict[int, tuple[float, float]]]) 
             for step, (reward, success) in curve.items():
                 row = [run.task, run.trainer, run.seed, step, label(step)]
                 writer.writerow([*row, f"{reward:.4f}", f"{success:.4f}"])
-    groups: dict[tuple[str, str], list[dict[int, tuple[float, float]]]] = defaultdict(list)
+    groups: dict[tuple[str, str], Curves] = defaultdict(list)
     for run, curve in curves.items():
         groups[run.task, run.trainer].append(curve)
     summary = {key: summarise(group) for key, group in groups.items()}
@@ -318,7 +322,7 @@ def write_outputs(out: Path, curves: dict[Run, dict[int, tuple[float, float]]]) 
                 writer.writerow([task, trainer, len(groups[task, trainer]), label(step), *cells])
     for task in sorted({t for t, _ in summary}):
         plot(out / f"{task}.png", task, {tr: s for (t, tr), s in summary.items() if t == task})
-        band_check(task, summary)
+        band_check(task, summary, groups)
         welch_check(task, groups)
         band_odds(task, groups)
 
@@ -337,7 +341,7 @@ def report_walls(runs: Sequence[Run], work: Path) -> None:
         )
 
 
-def summarise(group: list[dict[int, tuple[float, float]]]) -> dict[int, tuple[float, ...]]:
+def summarise(group: Curves) -> dict[int, tuple[float, ...]]:
     """Per step: reward mean, min, max and success mean, min, max over seeds."""
     out: dict[int, tuple[float, ...]] = {}
     for step in group[0]:
@@ -350,7 +354,23 @@ def summarise(group: list[dict[int, tuple[float, float]]]) -> dict[int, tuple[fl
     return out
 
 
-def band_check(task: str, summary: dict[tuple[str, str], dict[int, tuple[float, ...]]]) -> None:
+def outside(ours: Sequence[dict[int, tuple[float, float]]], theirs: Curves) -> list[int]:
+    """The band check: the steps from 30k where the mean reward of `ours` lies outside the
+    min..max of `theirs`."""
+    steps = []
+    for step in theirs[0]:
+        mean = sum(c[step][0] for c in ours) / len(ours)
+        band = [c[step][0] for c in theirs]
+        if label(step) >= BAND_FROM and not min(band) <= mean <= max(band):
+            steps.append(step)
+    return steps
+
+
+def band_check(
+    task: str,
+    summary: dict[tuple[str, str], dict[int, tuple[float, ...]]],
+    groups: dict[tuple[str, str], Curves],
+) -> None:
     """Print each trainer's mean at 50k, 100k, 150k, where it crosses 0, and the band check."""
     band = summary.get((task, MLAGENTS))
     for (other_task, trainer), rows in summary.items():
@@ -363,20 +383,17 @@ def band_check(task: str, summary: dict[tuple[str, str], dict[int, tuple[float, 
         )
         line += f"; >= 0 from {crossing}"
         if band is not None and trainer != MLAGENTS:
-            outside = [
+            missed = [
                 f"{label(s) // 1000}k ({rows[s][0]:+.3f} vs {band[s][1]:+.3f}..{band[s][2]:+.3f})"
-                for s in rows
-                if label(s) >= BAND_FROM and not band[s][1] <= rows[s][0] <= band[s][2]
+                for s in outside(groups[task, trainer], groups[task, MLAGENTS])
             ]
             line += "; in mlagents-learn's band from 30k: " + (
-                "yes, at every point" if not outside else "no, outside at " + ", ".join(outside)
+                "yes, at every point" if not missed else "no, outside at " + ", ".join(missed)
             )
         print(line)
 
 
-def welch_check(
-    task: str, groups: dict[tuple[str, str], list[dict[int, tuple[float, float]]]]
-) -> None:
+def welch_check(task: str, groups: dict[tuple[str, str], Curves]) -> None:
     """Print, per trainer, its largest difference of mean reward from mlagents-learn's at the
     points from 30k and the smallest p of Welch's t-test there (per point, uncorrected)."""
     from scipy.stats import ttest_ind
@@ -402,9 +419,6 @@ def welch_check(
         )
 
 
-Curves = list[dict[int, tuple[float, float]]]
-
-
 def band_odds(task: str, groups: dict[tuple[str, str], Curves], size: int = 5) -> None:
     """With 2 x `size` or more mlagents-learn seeds, print how often the band check of `size`
     seeds each passes for mlagents-learn against itself (every split of its seeds into two
@@ -412,19 +426,9 @@ def band_odds(task: str, groups: dict[tuple[str, str], Curves], size: int = 5) -
     reference = groups.get((task, MLAGENTS), [])
     if len(reference) < 2 * size:
         return
-    steps = [s for s in reference[0] if label(s) >= BAND_FROM]
-
-    def passes(ours: Sequence[dict[int, tuple[float, float]]], theirs: Curves) -> bool:
-        for step in steps:
-            mean = sum(c[step][0] for c in ours) / len(ours)
-            band = [c[step][0] for c in theirs]
-            if not min(band) <= mean <= max(band):
-                return False
-        return True
-
     seeds = range(len(reference))
     halves = [(a, [i for i in seeds if i not in a]) for a in combinations(seeds, size)]
-    alike = [passes([reference[i] for i in a], [reference[i] for i in b]) for a, b in halves]
+    alike = [not outside([reference[i] for i in a], [reference[i] for i in b]) for a, b in halves]
     line = (
         f"{task} band check of {size} seeds each: passes for {MLAGENTS} against itself in "
         f"{sum(alike) / len(alike):.0%} of the {len(alike)} splits of its {len(reference)} seeds"
@@ -434,7 +438,7 @@ def band_odds(task: str, groups: dict[tuple[str, str], Curves], size: int = 5) -
         if other_task != task or trainer == MLAGENTS or len(curves) < size:
             continue
         ours = list(combinations(curves, size))
-        hits = sum(passes(o, theirs) for o in ours for theirs in picks)
+        hits = sum(not outside(o, theirs) for o in ours for theirs in picks)
         line += f"; for {trainer} against it in {hits / (len(ours) * len(picks)):.0%}"
         line += f" of the {len(ours) * len(picks)} choices of {size} seeds of each"
     print(line)
