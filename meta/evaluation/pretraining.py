@@ -93,7 +93,7 @@ AGAIN = "; run this meta-eval again to go on from there"
 
 def held(joints: Sequence[JointBaseline]) -> str:
     """What the joint baselines' run directories hold: `a and b hold meta-steps 0..4; c ...`."""
-    from meta.trainer.seeds import states_line
+    from meta.trainer.seeds import COMPLETE, NO_META_STEP, NOT_BEGUN, holding, states_line
 
     states, places = [], []
     for joint in joints:
@@ -101,13 +101,11 @@ def held(joints: Sequence[JointBaseline]) -> str:
         done = joint.committed
         where = Path(joint.results_dir) / joint.run_id
         if done >= joint.train.meta.steps:
-            state = ("is complete", "are complete")
+            state = COMPLETE
         elif done > 0:
-            state = (f"holds meta-steps 0..{done - 1}", f"hold meta-steps 0..{done - 1}")
-        elif where.exists():
-            state = ("holds no meta-step", "hold no meta-step")
+            state = holding(done)
         else:
-            state = ("was not begun", "were not begun")
+            state = NO_META_STEP if where.exists() else NOT_BEGUN
         states.append(state)
         places.append(where)
     return states_line(places, states)

@@ -94,6 +94,19 @@ class _EveryTimers:
             yield
 
 
+State = tuple[str, str]
+"""Where a run stands, said of one run and of several."""
+COMPLETE: State = ("is complete", "are complete")
+NO_META_STEP: State = ("holds no meta-step", "hold no meta-step")
+NOT_BEGUN: State = ("was not begun", "were not begun")
+
+
+def holding(committed: int) -> State:
+    """A run that holds its first `committed` meta-steps (at least one)."""
+    held = f"meta-steps 0..{committed - 1}"
+    return f"holds {held}", f"hold {held}"
+
+
 def stopped_line(
     reason: str,
     runs: Sequence[Path],
@@ -115,31 +128,25 @@ def stopped_line(
     for i, run_dir in enumerate(runs):
         trainer = trainers[i] if i < len(trainers) else None
         if trainer is not None and trainer.completed:
-            states.append(("is complete", "are complete"))
+            states.append(COMPLETE)
         elif trainer is not None and trainer.committed > 0:
-            held = f"meta-steps 0..{trainer.committed - 1}"
-            states.append((f"holds {held}", f"hold {held}"))
+            states.append(holding(trainer.committed))
         elif resumed[i] and i < opened:
             states.append(("keeps its meta-steps", "keep their meta-steps"))
         elif resumed[i]:
             states.append(("is as it was", "are as they were"))
         else:
             resumable = False
-            exists = run_dir.exists()
-            states.append(
-                ("holds no meta-step", "hold no meta-step")
-                if exists
-                else ("was not begun", "were not begun")
-            )
+            states.append(NO_META_STEP if run_dir.exists() else NOT_BEGUN)
     held = states_line(runs, states)
-    if all(s == ("is complete", "are complete") for s in states):
+    if all(s == COMPLETE for s in states):
         return f"{reason} after the runs completed; {held}"
     if resumable:
         return f"{reason}; {held}. Resume with: {command(*words, resume=True)}"
     return f"{reason}; {held}: nothing to resume (start over with: {command(*words, force=True)})"
 
 
-def states_line(runs: Sequence[Path], states: Sequence[tuple[str, str]]) -> str:
+def states_line(runs: Sequence[Path], states: Sequence[State]) -> str:
     """`a and b hold meta-steps 0..4; c is complete`: each run's state (said of one run, of
     several), the runs in one state named together."""
     parts = []
