@@ -176,7 +176,15 @@ class ProcessExecutor:
                 given += 1
 
     def close(self) -> None:
-        """Stop the workers (pending jobs are cancelled)."""
+        """Stop the workers (pending jobs are cancelled).
+
+        A broken pool (a worker died) terminates its other workers and waits for them, but a
+        worker that a submit spawned while it was doing so is missed and never ends: its
+        wait would hang shutdown, so every worker still alive is terminated here first."""
+        if self._pool._broken:
+            for process in list((self._pool._processes or {}).values()):
+                with contextlib.suppress(ProcessLookupError):
+                    process.terminate()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def interrupt(self) -> None:
