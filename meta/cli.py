@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from meta.config import Config
 from meta.errors import one_line
-from meta.overrides import MULTIRUN_SEEDS, group_starts, in_force, run_id_of, set_threads
+from meta.overrides import MULTIRUN_SEEDS, group_starts, in_force, run_id_of, set_torch
 from meta.run.interrupt import Terminated, raise_on_signals
 from meta.run.names import (
     DEFAULT_RESULTS_DIR,
@@ -25,6 +25,7 @@ from meta.run.names import (
     run_command,
 )
 from meta.run.signals import exit_at_once, exit_code, forget_interrupt
+from meta.runtime.config import check_matmul_precision
 from meta.usage import HELP_FLAGS, did_you_mean, eval_argv, wrapped_help
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -94,7 +95,7 @@ def _train(cfg: DictConfig) -> float | None:
         config.validate()  # before torch is imported: a bad value fails in a moment
         from meta.trainer import plan_training, session
 
-        set_threads(config)
+        set_torch(config)
         checked = plan_training(config, run_id)
     except (ValueError, OSError, RuntimeError) as error:  # the input, and nothing written yet
         fail("meta-train", error)
@@ -185,6 +186,7 @@ EVAL_KEYS = (
     "seed",
     "torch_device",
     "torch_threads",
+    "torch_matmul_precision",
     "eval",
     "runtime",
     "hydra",
@@ -196,10 +198,11 @@ def _eval(cfg: DictConfig) -> None:
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
         config.eval.validate()  # before torch is imported: a bad value fails in a moment
         config.runtime.validate()
+        check_matmul_precision(config.torch_matmul_precision)
         from meta.evaluation.evaluate import evaluate, plan_eval
         from meta.evaluation.table import table
 
-        set_threads(config)
+        set_torch(config)
         checked = plan_eval(config, config.run_id)
     except Exception as error:  # all of it is about the input; nothing is written yet
         fail("meta-eval", error)

@@ -12,7 +12,13 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, check_normalizer
 from meta.algorithm.registry import entry
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.metric import check_objective
-from meta.runtime.config import RuntimeConfig, check_compiled, check_seeds, refuse_builds
+from meta.runtime.config import (
+    RuntimeConfig,
+    check_compiled,
+    check_matmul_precision,
+    check_seeds,
+    refuse_builds,
+)
 
 INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
@@ -220,6 +226,10 @@ class Config:
     """Device of the policy (`cpu`, `cuda`, `cuda:1`)."""
     torch_threads: int = 1
     """torch intra-op threads (small MLPs get slower with many); 0 leaves torch's default."""
+    torch_matmul_precision: str = "highest"
+    """`torch.set_float32_matmul_precision` for the run and its workers: `highest` (float32
+    products, what digests and committed results assume), `high` (TF32 where the device has it)
+    or `medium` (bfloat16 products: a GPU's, or a CPU's with AMX); see docs/performance.md."""
     meta: MetaConfig = field(default_factory=MetaConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
@@ -257,5 +267,6 @@ class Config:
         )
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
+        check_matmul_precision(self.torch_matmul_precision)
         if self.optimized_metric:
             check_objective(self.optimized_metric, self.eval.splits, self.eval.budgets)

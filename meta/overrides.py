@@ -107,7 +107,7 @@ def _seed_start(cfg: DictConfig, overrides: list[str], seed: int) -> Start:
     alone, changes = in_force(alone, run_id, mine)  # type: ignore[arg-type]
     config: Config = OmegaConf.to_object(alone)  # type: ignore[assignment]
     config.validate()
-    set_threads(config)
+    set_torch(config)
     plan = plan_training(config, run_id)
     resolved = {str(k): v for k, v in OmegaConf.to_container(alone, resolve=True).items()}  # type: ignore[union-attr]
     resolved["run_id"] = run_id
@@ -153,9 +153,14 @@ def _touched(overrides: list[str]) -> set[str]:
     return keys | {key for key, value in full.items() if base.get(key) != value}
 
 
-def set_threads(config: Config) -> None:
-    """torch's intra-op threads as `torch_threads` says (0: torch's own number)."""
+def set_torch(config: Config) -> None:
+    """torch's intra-op threads as `torch_threads` says (0: torch's own number) and its float32
+    matmul precision as `torch_matmul_precision` does, for this process and the workers it
+    starts (which take the precision it has when they start)."""
     import torch
+
+    from meta.runtime.threads import set_matmul_precision
 
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
+    set_matmul_precision(config.torch_matmul_precision)

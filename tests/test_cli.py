@@ -44,6 +44,7 @@ TINY = ["experiment=tiny", "logger=quiet"]
         ("ppo.max_steps=256", "ppo.max_steps (256) is below ppo.buffer_size (512)"),
         ("ppo.ratio=per_action", "ppo.ratio: unknown value 'per_action'"),
         ("network.normalizer_epsilon=0", "needs ppo.normalizer_prior >= 1"),
+        ("torch_matmul_precision=bf16", "torch_matmul_precision=bf16: must be one of highest"),
     ],
 )
 def test_bad_input_is_one_line_nonzero_and_writes_nothing(
@@ -58,7 +59,11 @@ def test_bad_input_is_one_line_nonzero_and_writes_nothing(
 
 @pytest.mark.parametrize(
     ("main", "override"),
-    [("train_main", "meta.outer_lr=1.5"), ("eval_main", "eval.budgets=[-1]")],
+    [
+        ("train_main", "meta.outer_lr=1.5"),
+        ("eval_main", "eval.budgets=[-1]"),
+        ("eval_main", "torch_matmul_precision=low"),
+    ],
 )
 def test_a_bad_value_is_refused_before_torch_is_imported(
     tmp_path: Path, main: str, override: str

@@ -270,3 +270,25 @@ def test_the_library_gives_the_callers_signal_handlers_back(tiny_config: Factory
         assert seen == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_the_library_runs_at_the_runs_matmul_precision_and_gives_the_callers_back(
+    tiny_config: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from meta.trainer import session
+
+    during: list[str] = []
+    real = session.run
+
+    def spy(*args: object, **kwargs: object) -> Path:
+        during.append(torch.get_float32_matmul_precision())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(session, "run", spy)
+    torch.set_float32_matmul_precision("high")
+    try:
+        train(tiny_config("meta.steps=1", "torch_matmul_precision=medium"), "precision")
+        assert during == ["medium"]
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision("highest")

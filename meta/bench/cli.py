@@ -33,7 +33,8 @@ from meta.bench import scaling as bench_scaling
 from meta.bench.sb3 import Outcome, Settings, train_ours, train_sb3
 from meta.config import CheckpointConfig
 from meta.run.atomic import atomic_write_text
-from meta.runtime.threads import torch_threads
+from meta.runtime.config import MATMUL_PRECISIONS
+from meta.runtime.threads import matmul_precision, torch_threads
 
 WARMUP_STEPS = 10_240
 DOCS_PAGE = "docs/performance.md"
@@ -173,6 +174,7 @@ def outer_overhead(meta_steps: int = CheckpointConfig().checkpoint_interval) -> 
                 meta=MetaConfig(steps=steps),
                 ppo=PPOConfig(max_steps=10_240),
                 logger=LoggerConfig(console=False),
+                torch_matmul_precision=torch.get_float32_matmul_precision(),
             )
             run_dir = meta_train(cfg, run_id)
         timers = json.loads((run_dir / "run_logs" / "timers.json").read_text())
@@ -192,6 +194,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "threads": args.threads,
             "repeats": args.repeats,
             "serial_batch": SERIAL_BATCH,
+            "matmul_precision": args.matmul_precision,
         },
     }
     report["training"] = side_by_side(settings, args.threads, args.repeats)
@@ -223,6 +226,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="torch thread counts to compare at, the same for both (1 2; quick 1)",
     )
     parser.add_argument("--repeats", type=int, help="timed runs per training (2; quick 1)")
+    parser.add_argument(
+        "--matmul-precision",
+        choices=MATMUL_PRECISIONS,
+        default="highest",
+        help="torch.set_float32_matmul_precision for everything measured, ours and SB3's "
+        "(highest; torch_matmul_precision of meta-train)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-episodes", type=int, default=1024)
     parser.add_argument("--out", default="results/bench.json", help="JSON report")
@@ -278,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(1)
     if args.readme:
         check_page(Path(args.readme))  # fail before a long run
-    report = run(args)
+    with matmul_precision(args.matmul_precision):
+        report = run(args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

@@ -238,7 +238,9 @@ def _settings_line(report: dict[str, Any]) -> str:
         f"observations normalised (SB3: VecNormalize). Torch threads: both set to the row's "
         f"count; ours collects on one (batches up to {s['serial_batch']} agents) and, given "
         f"two, runs the actor's and the critic's halves of each update step side by side, one "
-        f"thread each. Rates: best of {s['repeats']} timed runs after a warm-up. Success: share of "
+        f"thread each. Float32 matrix products at torch's "
+        f"`{s.get('matmul_precision', 'highest')}` precision, for both. "
+        f"Rates: best of {s['repeats']} timed runs after a warm-up. Success: share of "
         f"{s['eval_episodes']} fresh episodes won by the final deterministic policy, "
         f"the same episodes for both"
     )

@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.bench import limit as bench_limit
 from meta.bench.sb3 import Settings, train_ours
@@ -70,6 +72,7 @@ def meta_step_rate(
         ppo=ppo,
         runtime=RuntimeConfig(backend=runtime, compile=compiled),
         logger=LoggerConfig(console=False, tensorboard=False),
+        torch_matmul_precision=torch.get_float32_matmul_precision(),  # meta-bench's
     )
     run_dir = meta_train(cfg, cfg.run_id)
     step = json.loads((run_dir / "run_logs" / "timers.json").read_text())["children"]

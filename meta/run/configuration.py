@@ -33,6 +33,7 @@ CHANGEABLE_ON_RESUME = (
     "env.no_graphics",
     "torch_threads",
     "torch_device",
+    "torch_matmul_precision",
     "runtime",
     "eval",
 )

@@ -33,6 +33,7 @@ from meta.runtime.batched import Stacked, Unit, units
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash, give_up
 from meta.runtime.jobs import Job, Training
+from meta.runtime.threads import set_matmul_precision
 
 R = TypeVar("R")
 
@@ -50,8 +51,11 @@ Shipped = list[tuple[Any, Arrays | None]]
 class Worker:
     """A Ray actor: runs jobs on environments it keeps between meta-steps."""
 
-    def __init__(self, env: EnvConfig, slot: int, threads: int, log_folder: str | None) -> None:
+    def __init__(
+        self, env: EnvConfig, slot: int, threads: int, precision: str, log_folder: str | None
+    ) -> None:
         torch.set_num_threads(threads)
+        set_matmul_precision(precision)
         self.pool = EnvPool(env, slot)
         self.pool.log_folder = log_folder
 
@@ -108,7 +112,10 @@ class RayExecutor:
     """Jobs on `runtime.num_actors` actors; a lost actor is replaced, its job retried."""
 
     def __init__(self, cfg: RuntimeConfig, env: EnvConfig, log_folder: str | None) -> None:
+        """The actors, started on first use (and any replacement), run at this process's float32
+        matmul precision of now (`torch_matmul_precision`), as spawned workers do."""
         self.cfg, self.env, self.log_folder = cfg, env, log_folder
+        self.precision = torch.get_float32_matmul_precision()
         self._next_slot = 1  # slot 0 is the driver's pool
         self._theta: Weights | None = None
         self._theta_ref: Any = None
@@ -123,7 +130,8 @@ class RayExecutor:
     def _spawn(self) -> Any:
         slot, self._next_slot = self._next_slot, self._next_slot + 1
         options = RemoteWorker.options(num_cpus=self.cfg.cpus_per_actor)
-        return options.remote(self.env, slot, self.cfg.torch_threads, self.log_folder)
+        threads, precision = self.cfg.torch_threads, self.precision
+        return options.remote(self.env, slot, threads, precision, self.log_folder)
 
     def pids(self) -> list[int]:
         """The actors' process ids, in actor order."""

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from meta.algorithm.ppo.config import positive
 
 RUNTIMES = ("local", "ray", "batched")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+"""What `torch.set_float32_matmul_precision` takes (`torch_matmul_precision`)."""
 
 
 @dataclass
@@ -125,3 +127,11 @@ def refuse_builds(setting: str, backend: str, remedy: str, trained: bool = False
         else f"env.backend={backend} builds serve one training per worker"
     )
     raise ValueError(f"{setting} stacks native tasks only: {why} ({remedy})")
+
+
+def check_matmul_precision(precision: str) -> None:
+    """Refuse a `torch_matmul_precision` that torch does not know, in one line."""
+    if precision not in MATMUL_PRECISIONS:
+        raise ValueError(
+            f"torch_matmul_precision={precision}: must be one of {', '.join(MATMUL_PRECISIONS)}"
+        )

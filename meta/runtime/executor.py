@@ -91,16 +91,20 @@ _worker_pool: EnvPool | None = None
 _worker_stop: Event | None = None
 
 
-def _init_worker(env: EnvConfig, stop: Event) -> None:
-    """One torch thread per worker (the workers share the machine's cores) and a pool; Ctrl-C
-    ignored but while a job runs (`_in_worker`); once `stop` is set, no job starts."""
+def _init_worker(env: EnvConfig, stop: Event, precision: str) -> None:
+    """One torch thread per worker (the workers share the machine's cores), the float32 matmul
+    `precision` its executor was made with (the making process's), and a pool; Ctrl-C ignored
+    but while a job runs (`_in_worker`); once `stop` is set, no job starts."""
     import torch
+
+    from meta.runtime.threads import set_matmul_precision
 
     global _worker_pool, _worker_stop
     _worker_stop = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by `_spawning`
     torch.set_num_threads(1)
+    set_matmul_precision(precision)
     _worker_pool = EnvPool(env)
 
 
@@ -146,12 +150,19 @@ class ProcessExecutor:
         self, workers: int, env: EnvConfig, stack: bool = False, compiled: bool = False
     ) -> None:
         """`stack`: the jobs that stack train as one stack cut into a share per worker;
-        `compiled`: runtime.compile for those shares."""
+        `compiled`: runtime.compile for those shares. The workers run at this process's float32
+        matmul precision of now (`torch_matmul_precision`)."""
         self.workers, self.stack, self.compiled = workers, stack, compiled
         context = multiprocessing.get_context("spawn")
         self._stop = context.Event()
+        import torch
+
+        precision = torch.get_float32_matmul_precision()
         self._pool = ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_init_worker, initargs=(env, self._stop)
+            workers,
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(env, self._stop, precision),
         )
 
     def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:

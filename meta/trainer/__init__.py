@@ -16,7 +16,7 @@ import torch
 from omegaconf import OmegaConf
 
 from meta.config import Config
-from meta.runtime.threads import torch_threads
+from meta.runtime.threads import matmul_precision, torch_threads
 from meta.trainer import session
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import TrainingPlan, plan_training
@@ -30,11 +30,11 @@ def train(cfg: Config, run_id: str) -> Path:
 
     The run holds its lock, joins or starts Ray for runtime=ray, and stops early with a
     `Stopped` (its one line and exit code) as meta-train does; the caller's signal handlers
-    are restored afterwards. The run has `cfg.torch_threads` torch threads (0: the caller's),
-    as meta-train gives it; the caller's number is restored afterwards too.
+    are restored afterwards. The run has `cfg.torch_threads` torch threads (0: the caller's) and
+    `cfg.torch_matmul_precision`, as meta-train gives it; the caller's are restored afterwards.
     """
     threads = cfg.torch_threads or torch.get_num_threads()
-    with torch_threads(threads):
+    with torch_threads(threads), matmul_precision(cfg.torch_matmul_precision):
         start = _start(cfg, run_id)
         return session.run(start.plan, start.config_yaml, start.resolved, program=None)
 
@@ -44,7 +44,7 @@ def train_group(runs: Sequence[tuple[Config, str]], words: Sequence[str]) -> lis
     (`session.run_group`, meta.trainer.seeds) the way `train` trains one; `words` is the
     program and overrides its lines give as the group's command."""
     threads = runs[0][0].torch_threads or torch.get_num_threads()
-    with torch_threads(threads):
+    with torch_threads(threads), matmul_precision(runs[0][0].torch_matmul_precision):
         starts: list[session.Start] = []
         try:
             for cfg, run_id in runs:

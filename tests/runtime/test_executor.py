@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import pytest
 import torch
 
@@ -14,6 +16,7 @@ from meta.config import EnvConfig
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import LocalExecutor, ProcessExecutor, retrying
 from meta.runtime.jobs import Call, Training
+from meta.runtime.threads import matmul_precision
 
 SMALL = PPOConfig(batch_size=128, buffer_size=256, max_steps=512, num_epoch=1)
 NETWORK = NetworkConfig(hidden_units=16)
@@ -48,6 +51,22 @@ def test_calls_come_back_in_the_jobs_order() -> None:
         assert list(workers.run([Call(abs, -n) for n in range(6)])) == list(range(6))
     finally:
         workers.close()
+
+
+PRECISION = Call(operator.call, torch.get_float32_matmul_precision)
+"""The worker's float32 matmul precision (a job of torch's and the standard library's only)."""
+
+
+def test_workers_take_the_matmul_precision_of_the_process_that_starts_them() -> None:
+    with matmul_precision("medium"):
+        medium = ProcessExecutor(1, ENV)
+    default = ProcessExecutor(1, ENV)
+    try:
+        assert list(medium.run([PRECISION])) == ["medium"]
+        assert list(default.run([PRECISION])) == ["highest"]
+    finally:
+        medium.close()
+        default.close()
 
 
 def test_retrying_gives_up_after_its_budget_with_the_last_crash() -> None:

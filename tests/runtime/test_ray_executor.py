@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import operator
 import os
 import signal
 from collections.abc import Callable
@@ -11,8 +12,12 @@ import pytest
 import torch
 
 from meta.algorithm.ppo.weights import Weights
-from meta.config import Config
+from meta.config import Config, EnvConfig
+from meta.runtime.actors import RayExecutor
+from meta.runtime.config import RuntimeConfig
 from meta.runtime.envpool import EnvPool
+from meta.runtime.jobs import Call
+from meta.runtime.threads import matmul_precision
 from meta.trainer import MetaTrainer, plan_training
 
 Factory = Callable[..., Config]
@@ -51,6 +56,20 @@ def test_chained_trainings_run_in_order_on_ray_and_match_local(tiny_config: Fact
     local = thetas(tiny_config(*carry), "local", 2)
     ray = thetas(tiny_config(*carry, *RAY), "ray", 2)
     assert all(same(a, b) for a, b in zip(local, ray, strict=True))
+
+
+PRECISION = Call(operator.call, torch.get_float32_matmul_precision)
+"""The worker's float32 matmul precision (a job of torch's and the standard library's only)."""
+
+
+@pytest.mark.usefixtures("ray_cluster")
+def test_actors_take_the_matmul_precision_their_executor_was_made_with() -> None:
+    with matmul_precision("medium"):
+        executor = RayExecutor(RuntimeConfig(backend="ray", num_actors=1), EnvConfig(), None)
+    try:
+        assert list(executor.run([PRECISION])) == ["medium"]
+    finally:
+        executor.close()
 
 
 @pytest.mark.usefixtures("ray_cluster")
