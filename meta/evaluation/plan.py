@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import envs
@@ -146,7 +146,9 @@ def _run_start(cli: Config, run_id: str, run: Config) -> RunStart:
         joints = []  # the run is itself the joint baseline
     elif not joints:
         eval_dir = Path(cli.results_dir) / run_id / EVAL_DIR
-        joints = [joint_training(run, eval_dir, settings) for settings in cli.eval.joint_ppo]
+        # trained at meta-eval's matmul precision, as its adaptations are
+        mine = replace(run, torch_matmul_precision=cli.torch_matmul_precision)
+        joints = [joint_training(mine, eval_dir, settings) for settings in cli.eval.joint_ppo]
         names = [j.run_id for j in joints]
         if len(set(names)) != len(names):
             raise ValueError(f"eval.joint_ppo: two entries train the same baseline ({names})")

@@ -144,6 +144,11 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     OmegaConf.save(joint_config, saved)
     other = plan_eval(eval_config(tiny_config, "tiny"), "tiny")
     assert other.joint is not None and other.joint.train is not None
+    assert other.joint.train.torch_matmul_precision == "highest"
+    # trained again at meta-eval's matmul precision, which its adaptations run at
+    medium = plan_eval(eval_config(tiny_config, "tiny", "torch_matmul_precision=medium"), "tiny")
+    assert medium.joint is not None and medium.joint.train is not None
+    assert medium.joint.train.torch_matmul_precision == "medium"
     assert joint.stat().st_mtime_ns == stamp  # planning writes nothing
 
 
