@@ -43,13 +43,14 @@ def command(script: str, function: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def run(script: str, function: str, overrides: list[str]) -> None:
-    """Run one stage, echoing it; stop the study if it fails."""
-    run_all(script, function, [overrides], 1)
+def run(script: str, function: str, overrides: list[str]) -> float:
+    """Run one stage, echoing it; stop the study if it fails. Its seconds."""
+    return run_all(script, function, [overrides], 1)
 
 
-def run_all(script: str, function: str, jobs: list[list[str]], workers: int) -> None:
-    """Run one stage per override list, at most `workers` at once; stop if any fails."""
+def run_all(script: str, function: str, jobs: list[list[str]], workers: int) -> float:
+    """Run one stage per override list, at most `workers` at once; stop if any fails. The
+    stage's seconds."""
     started = time.perf_counter()
     waiting, running = list(jobs), []
     failed = 0
@@ -64,7 +65,9 @@ def run_all(script: str, function: str, jobs: list[list[str]], workers: int) -> 
             failed = failed or process.returncode
     if failed:
         raise SystemExit(failed)
-    print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
+    seconds = time.perf_counter() - started
+    print(f"  ({seconds:.0f} s)", flush=True)
+    return seconds
 
 
 def run_name(base: str, seed: int, grouped: bool) -> str:
@@ -80,8 +83,22 @@ def trained(run_dir: Path) -> bool:
     return False
 
 
-def describe(study: dict, seeds: list[int], learners: list[str], wall: float) -> dict:
-    """What a committed study folder says about itself: seeds, starts' tuning, wall time."""
+def cpu_model() -> str:
+    """This machine's CPU model (wall times compare within one kind of CPU only)."""
+    path = Path("/proc/cpuinfo")
+    lines = path.read_text().splitlines() if path.exists() else []
+    return next((line.split(":", 1)[1].strip() for line in lines if "model name" in line), "")
+
+
+def describe(
+    study: dict,
+    seeds: list[int],
+    learners: list[str],
+    wall: float,
+    stages: dict[str, float] | None = None,
+) -> dict:
+    """What a committed study folder says about itself: seeds, starts' tuning, wall time, and
+    the seconds of each stage (`stages`: meta-training and meta-eval) on which CPU."""
     evaluate = dict(o.split("=", 1) for o in study["eval"] if "=" in o)
     search = "eval=search" in study["eval"] or any(k.startswith("eval.search") for k in evaluate)
     tuning: dict[str, object] = (
@@ -101,6 +118,8 @@ def describe(study: dict, seeds: list[int], learners: list[str], wall: float) ->
         "selection_split": evaluate.get("eval.selection_split", "train"),
         **tuning,
         "wall_seconds": round(wall),
+        **{f"{stage}_seconds": round(seconds) for stage, seconds in (stages or {}).items()},
+        **({"cpu": cpu_model()} if stages else {}),
     }
 
 
@@ -139,12 +158,12 @@ def main() -> None:
             jobs[-1] += [*extra, *runtime]
             jobs[-1] += ["resume=true"] if (results / run_id).exists() else []
     started = time.perf_counter()
-    run_all("meta-train", "train_main", jobs, workers)
+    stages = {"meta_train": run_all("meta-train", "train_main", jobs, workers)}
     out = results / f"{eval_id}_eval"
     evaluated = [f"eval.run_ids=[{','.join(ids)}]", f"eval.other_run_ids=[{','.join(others)}]"]
     common = [f"run_id={ids[0]}", f"results_dir={results}", *evaluated, f"eval.workers={workers}"]
     common += runtime
-    run("meta-eval", "eval_main", [*common, f"eval.out_dir={out}", *evaluate])
+    stages["meta_eval"] = run("meta-eval", "eval_main", [*common, f"eval.out_dir={out}", *evaluate])
     wall = time.perf_counter() - started
     written = [file for file in COPIED if (out / file).is_file()]
     if not options.smoke and study.get("copy_to"):
@@ -152,7 +171,7 @@ def main() -> None:
         target.mkdir(parents=True, exist_ok=True)
         for file in written:
             shutil.copyfile(out / file, target / file)
-        record = describe(OmegaConf.to_container(study), seeds, list(learners), wall)
+        record = describe(OmegaConf.to_container(study), seeds, list(learners), wall, stages)
         (target / "study.json").write_text(json.dumps(record, indent=2) + "\n")
         print(f"copied {', '.join(written)} and study.json to {target}")
     print(f"study done in {wall:.0f} s: {out} ({', '.join(written)})")

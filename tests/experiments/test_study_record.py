@@ -30,3 +30,13 @@ def test_a_grid_study_records_its_procedures_instead():
     assert "search_trials_per_start" not in record
     assert record["grid"].count("{") == 5  # the five procedures listed
     assert record["selection_split"] == "train"
+
+
+def test_a_study_records_each_stage_and_the_cpu_it_ran_on():
+    study = OmegaConf.to_container(OmegaConf.load(ROOT / "experiments" / "hidden_goal_small.yaml"))
+    stages = {"meta_train": 140.6, "meta_eval": 2169.2}
+    record = experiment("study").describe(study, [0], ["a"], 2310.4, stages)
+    assert (record["meta_train_seconds"], record["meta_eval_seconds"]) == (141, 2169)
+    assert record["wall_seconds"] == 2310
+    assert record["cpu"] and f"model name\t: {record['cpu']}" in Path("/proc/cpuinfo").read_text()
+    assert "cpu" not in _describe("hidden_goal_small_search.yaml")  # no stages, no machine
