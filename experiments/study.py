@@ -23,6 +23,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from meta.observe.machine import cpu_model
+
 HERE = Path(__file__).resolve().parent
 COPIED = (
     "adaptation.png",
@@ -81,13 +83,6 @@ def trained(run_dir: Path) -> bool:
         print(f"{run_dir} is trained already")
         return True
     return False
-
-
-def cpu_model() -> str:
-    """This machine's CPU model (wall times compare within one kind of CPU only)."""
-    path = Path("/proc/cpuinfo")
-    lines = path.read_text().splitlines() if path.exists() else []
-    return next((line.split(":", 1)[1].strip() for line in lines if "model name" in line), "")
 
 
 def describe(

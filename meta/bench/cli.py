@@ -32,6 +32,7 @@ from meta.bench import report as bench_report
 from meta.bench import scaling as bench_scaling
 from meta.bench.sb3 import Outcome, Settings, train_ours, train_sb3
 from meta.config import CheckpointConfig
+from meta.observe.machine import cpu_blocks, cpu_model
 from meta.run.atomic import atomic_write_text
 from meta.runtime.config import MATMUL_PRECISIONS
 from meta.runtime.threads import matmul_precision, torch_threads
@@ -48,12 +49,10 @@ def machine() -> dict[str, Any]:
     import numpy as np
     import stable_baselines3
 
-    path = Path("/proc/cpuinfo")
-    blocks = path.read_text().split("\n\n") if path.exists() else []
-    cpus = [dict(_field(line) for line in b.splitlines() if ":" in line) for b in blocks if b]
+    cpus = cpu_blocks()
     cores = {(c.get("physical id"), c.get("core id")) for c in cpus}
     return {
-        "cpu": cpus[0].get("model name", "unknown") if cpus else "unknown",
+        "cpu": cpu_model(),
         "logical_cpus": os.cpu_count(),
         "cores": len(cores) if cpus else None,
         "torch": torch.__version__,
@@ -61,11 +60,6 @@ def machine() -> dict[str, Any]:
         "stable_baselines3": stable_baselines3.__version__,
         "python": sys.version.split()[0],
     }
-
-
-def _field(line: str) -> tuple[str, str]:
-    key, value = line.split(":", 1)
-    return key.strip(), value.strip()
 
 
 def _best(runs: list[Outcome]) -> Outcome:

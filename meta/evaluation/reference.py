@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-from pathlib import Path
 
 import torch
 
@@ -24,6 +23,7 @@ from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.training import train as train_request
 from meta.evaluation.games import REFERENCE as OUT
+from meta.observe.machine import cpu_blocks
 
 NETWORK = NetworkConfig(hidden_units=64)
 
@@ -42,11 +42,8 @@ def budget() -> PPOConfig:
 def machine() -> dict[str, str]:
     """What decides bitwise results on CPU: torch's release, the CPU's vendor, its kernels."""
     vendor = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        lines = cpuinfo.read_text().splitlines()
-        vendors = [line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")]
-        vendor = vendors[0] if vendors else vendor
+    blocks = cpu_blocks()
+    vendor = blocks[0].get("vendor_id", vendor) if blocks else vendor
     capability = torch.backends.cpu.get_cpu_capability()
     return {"torch": torch.__version__, "cpu": vendor, "capability": capability}
 

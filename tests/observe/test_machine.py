@@ -1,0 +1,20 @@
+"""meta/observe/machine.py: the CPU as the kernel describes it."""
+
+from __future__ import annotations
+
+import os
+
+from meta.observe import machine
+
+
+def test_every_logical_cpu_is_one_block_with_the_first_ones_model():
+    blocks = machine.cpu_blocks()
+    assert len(blocks) == os.cpu_count()
+    assert all("processor" in block for block in blocks)
+    assert machine.cpu_model() == blocks[0]["model name"]
+
+
+def test_no_cpuinfo_gives_no_blocks_and_an_unknown_model(tmp_path, monkeypatch):
+    monkeypatch.setattr(machine, "CPUINFO", tmp_path / "absent")
+    assert machine.cpu_blocks() == []
+    assert machine.cpu_model() == "unknown"
