@@ -52,7 +52,7 @@ def machine() -> dict[str, Any]:
     cpus = cpu_blocks()
     cores = {(c.get("physical id"), c.get("core id")) for c in cpus}
     return {
-        "cpu": cpu_model(),
+        "cpu": cpu_model(cpus),
         "logical_cpus": os.cpu_count(),
         "cores": len(cores) if cpus else None,
         "torch": torch.__version__,

@@ -14,9 +14,10 @@ def cpu_blocks() -> list[dict[str, str]]:
     return [dict(_field(line) for line in b.splitlines() if ":" in line) for b in blocks]
 
 
-def cpu_model() -> str:
-    """The first CPU's model name ('unknown' where the kernel gives none)."""
-    blocks = cpu_blocks()
+def cpu_model(blocks: list[dict[str, str]] | None = None) -> str:
+    """The first CPU's model name ('unknown' where the kernel gives none), from `blocks` if
+    already read."""
+    blocks = cpu_blocks() if blocks is None else blocks
     return blocks[0].get("model name", "unknown") if blocks else "unknown"
 
 

@@ -12,6 +12,8 @@ def test_every_logical_cpu_is_one_block_with_the_first_ones_model():
     assert len(blocks) == os.cpu_count()
     assert all("processor" in block for block in blocks)
     assert machine.cpu_model() == blocks[0]["model name"]
+    assert machine.cpu_model([{"model name": "given"}]) == "given"  # blocks given, not read
+    assert machine.cpu_model([]) == "unknown"
 
 
 def test_no_cpuinfo_gives_no_blocks_and_an_unknown_model(tmp_path, monkeypatch):
