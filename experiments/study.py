@@ -23,7 +23,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from meta.observe.machine import cpu_model
+from meta.observe.machine import cpu_kind, cpu_model
 
 HERE = Path(__file__).resolve().parent
 COPIED = (
@@ -114,7 +114,7 @@ def describe(
         **tuning,
         "wall_seconds": round(wall),
         **{f"{stage}_seconds": round(seconds) for stage, seconds in (stages or {}).items()},
-        **({"cpu": cpu_model()} if stages else {}),
+        **({"cpu": cpu_model(), "cpu_kind": cpu_kind()} if stages else {}),
     }
 
 

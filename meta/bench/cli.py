@@ -32,7 +32,7 @@ from meta.bench import report as bench_report
 from meta.bench import scaling as bench_scaling
 from meta.bench.sb3 import Outcome, Settings, train_ours, train_sb3
 from meta.config import CheckpointConfig
-from meta.observe.machine import cpu_blocks, cpu_model
+from meta.observe.machine import cpu_blocks, cpu_kind, cpu_model
 from meta.run.atomic import atomic_write_text
 from meta.runtime.config import MATMUL_PRECISIONS
 from meta.runtime.threads import matmul_precision, torch_threads
@@ -53,6 +53,7 @@ def machine() -> dict[str, Any]:
     cores = {(c.get("physical id"), c.get("core id")) for c in cpus}
     return {
         "cpu": cpu_model(cpus),
+        "cpu_kind": cpu_kind(cpus),
         "logical_cpus": os.cpu_count(),
         "cores": len(cores) if cpus else None,
         "torch": torch.__version__,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 CPUINFO = Path("/proc/cpuinfo")
 
 
@@ -19,6 +21,19 @@ def cpu_model(blocks: list[dict[str, str]] | None = None) -> str:
     already read."""
     blocks = cpu_blocks() if blocks is None else blocks
     return blocks[0].get("model name", "unknown") if blocks else "unknown"
+
+
+def cpu_kind(blocks: list[dict[str, str]] | None = None) -> str:
+    """What tells two CPUs of one model name apart, e.g. 'family 25 model 1 stepping 1, torch
+    AVX2': a hypervisor may name two generations alike, and their kernels round differently."""
+    blocks = cpu_blocks() if blocks is None else blocks
+    first = blocks[0] if blocks else {}
+    parts = [f"{name} {first[key]}" for key, name in _KIND if key in first]
+    kernels = f"torch {torch.backends.cpu.get_cpu_capability()}"
+    return ", ".join([" ".join(parts), kernels] if parts else [kernels])
+
+
+_KIND = (("cpu family", "family"), ("model", "model"), ("stepping", "stepping"))
 
 
 def _field(line: str) -> tuple[str, str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from scripts import experiment
 
-from meta.observe.machine import cpu_model
+from meta.observe.machine import cpu_kind, cpu_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,4 +41,5 @@ def test_a_study_records_each_stage_and_the_cpu_it_ran_on():
     assert (record["meta_train_seconds"], record["meta_eval_seconds"]) == (141, 2169)
     assert record["wall_seconds"] == 2310
     assert record["cpu"] == cpu_model() != "unknown"
-    assert "cpu" not in _describe("hidden_goal_small_search.yaml")  # no stages, no machine
+    assert record["cpu_kind"] == cpu_kind() != record["cpu"]
+    assert not {"cpu", "cpu_kind"} & set(_describe("hidden_goal_small_search.yaml"))  # no stages
