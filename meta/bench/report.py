@@ -250,7 +250,8 @@ def _machine_line(report: dict[str, Any]) -> str:
     m = report["machine"]
     load = ", ".join(f"{x:.2f}" for x in report["load_before"])
     return (
-        f"{m['cpu']}, {m['logical_cpus']} logical CPUs on {m['cores']} cores; torch "
+        f"{m['cpu']} ({m['cpu_kind']}), {m['logical_cpus']} logical CPUs on {m['cores']} "
+        f"cores; torch "
         f"{m['torch']}, numpy "
         f"{m['numpy']}, stable-baselines3 {m['stable_baselines3']}, Python {m['python']}; "
         f"load average before the run {load} (other processes slow runs down, most of all "

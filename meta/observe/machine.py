@@ -7,6 +7,8 @@ from pathlib import Path
 import torch
 
 CPUINFO = Path("/proc/cpuinfo")
+_KIND = (("cpu family", "family"), ("model", "model"), ("stepping", "stepping"))
+"""The /proc/cpuinfo fields that name a CPU's generation, and their names in cpu_kind."""
 
 
 def cpu_blocks() -> list[dict[str, str]]:
@@ -28,12 +30,9 @@ def cpu_kind(blocks: list[dict[str, str]] | None = None) -> str:
     AVX2': a hypervisor may name two generations alike, and their kernels round differently."""
     blocks = cpu_blocks() if blocks is None else blocks
     first = blocks[0] if blocks else {}
-    parts = [f"{name} {first[key]}" for key, name in _KIND if key in first]
+    kind = " ".join(f"{name} {first[key]}" for key, name in _KIND if key in first)
     kernels = f"torch {torch.backends.cpu.get_cpu_capability()}"
-    return ", ".join([" ".join(parts), kernels] if parts else [kernels])
-
-
-_KIND = (("cpu family", "family"), ("model", "model"), ("stepping", "stepping"))
+    return f"{kind}, {kernels}" if kind else kernels
 
 
 def _field(line: str) -> tuple[str, str]:

@@ -192,6 +192,8 @@ def test_quick_bench_reports_what_it_measured(
 
     text = md.read_text()
     assert text.startswith("## Figures of the last run") and "meta-bench --quick" in text
+    machine = report["machine"]
+    assert f"{machine['cpu']} ({machine['cpu_kind']})," in text  # the kind on the machine line
     assert page.read_text() == f"# Performance\n\n{BEGIN}\n{text.strip()}\n{END}\n\nafter\n"
     scaled = report["scaling"]
     assert [r["areas"] for r in scaled["areas"]] == [16]
