@@ -23,6 +23,8 @@ TINY_EVAL = [
     "eval.bootstrap_samples=100",
 ]
 """meta-eval in seconds: one held-out task per family, two seeds, budgets 0 and 1."""
+TINY_MEASURE = [*(a for a in TINY_EVAL if not a.startswith("eval.budgets=")), "eval.budgets=[0]"]
+"""TINY_EVAL measuring the starts without adapting them, for tests of what comes before."""
 
 
 def compose_config(overrides: list[str]) -> Config:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tinyconfig import TINY_EVAL
+from tinyconfig import TINY_EVAL, TINY_MEASURE
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.stacked.train import same_shape, stackable, train_stacked
@@ -117,7 +117,7 @@ def test_joint_pretrainings_of_several_seeds_train_as_one_group_to_rounding(
 ) -> None:
     for seed in (0, 1, 2):
         train(tiny_config("meta.steps=2", f"seed={seed}"), f"s{seed}")
-    runs = ["run_id=s0", *TINY_EVAL, "eval.run_ids=[s0,s1,s2]", "eval.workers=2"]
+    runs = ["run_id=s0", *TINY_MEASURE, "eval.run_ids=[s0,s1,s2]", "eval.workers=2"]
     out = Path(tiny_config().results_dir)
     weights, configs = {}, {}
     for grouped in ("false", "true"):

@@ -8,16 +8,21 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tinyconfig import TINY, TINY_EVAL
+from tinyconfig import TINY, TINY_EVAL, TINY_MEASURE
 
 from meta.run.faults import FAULT_ENV
 
-pytestmark = pytest.mark.integration  # meta-eval runs as a process
+pytestmark = [
+    pytest.mark.integration,  # meta-eval runs as a process
+    pytest.mark.xdist_group("eval_interrupt"),  # one worker: the trained runs and references once
+]
 
-EVAL = ["run_id=s-seed_0", "eval.run_ids=[s-seed_0,s-seed_1]", *TINY_EVAL]
+EVAL = ["run_id=s-seed_0", "eval.run_ids=[s-seed_0,s-seed_1]", *TINY_MEASURE]
+"""meta-eval of two Reptile runs; the pretrainings are what is stopped, the starts not adapted."""
 JOINT_EVAL = ["run_id=j-seed_0", "eval.run_ids=[j-seed_0,j-seed_1]", *TINY_EVAL]
 """meta-eval of two meta=joint runs: no joint baseline to pretrain, it adapts at once."""
 
@@ -60,17 +65,37 @@ def _joints(cwd: Path, run: str = "s") -> list[Path]:
     return [cwd / "results" / f"{run}-seed_{s}" / "eval" / "joint" for s in (0, 1)]
 
 
-def _goes_on_bitwise(args: list[str], cwd: Path, run: str = "s") -> None:
+Pretrained = Callable[[list[str]], list[bytes]]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Pretrained:
+    """The joint baselines' weights of a meta-eval run in one go, by its arguments.
+
+    Sequential and in worker processes they are the same (eval.workers is left out of the key,
+    so a pretraining resumed in a worker is held to the sequential one); each is run once.
+    """
+    made: dict[tuple[str, ...], list[bytes]] = {}
+
+    def weights(args: list[str]) -> list[bytes]:
+        key = tuple(a for a in args if not a.startswith("eval.workers="))
+        if key not in made:
+            cwd = tmp_path_factory.mktemp("whole")
+            shutil.copytree(trained, cwd / "results")
+            whole = _run("eval_main", [*key, "eval.out_dir=whole"], cwd)
+            assert whole.returncode == 0, whole.stderr
+            made[key] = [(j / "Brain.pt").read_bytes() for j in _joints(cwd)]
+        return made[key]
+
+    return weights
+
+
+def _goes_on_bitwise(args: list[str], cwd: Path, uninterrupted: Pretrained) -> None:
     """Run again, the pretrainings end as when trained from nothing in one go."""
     again = _run("eval_main", [*args, "eval.out_dir=cut"], cwd)
     assert again.returncode == 0, again.stderr
-    joints = _joints(cwd, run)
-    resumed = [(j / "Brain.pt").read_bytes() for j in joints]
-    for j in joints:
-        shutil.rmtree(j)
-    whole = _run("eval_main", [*args, "eval.out_dir=whole"], cwd)
-    assert whole.returncode == 0, whole.stderr
-    assert [(j / "Brain.pt").read_bytes() for j in joints] == resumed
+    resumed = [(j / "Brain.pt").read_bytes() for j in _joints(cwd)]
+    assert resumed == uninterrupted(args)
 
 
 @pytest.mark.parametrize("grouped", ["false", "true"])
@@ -80,7 +105,7 @@ def _goes_on_bitwise(args: list[str], cwd: Path, run: str = "s") -> None:
     ids=["nothing-committed", "resumable"],
 )
 def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
-    grouped: str, fault: str, runs: Path
+    grouped: str, fault: str, runs: Path, uninterrupted: Pretrained
 ) -> None:
     tmp_path = runs
     args = [*EVAL, f"eval.batched_joint={grouped}"]
@@ -93,7 +118,7 @@ def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
     assert "run this meta-eval again to go on from there" in line and "Traceback" not in line
     assert "force=true" not in line and "Resume with" not in line  # meta-train's, not meta-eval's
     assert not any((j / "Brain.pt").exists() for j in _joints(tmp_path))
-    _goes_on_bitwise(args, tmp_path)
+    _goes_on_bitwise(args, tmp_path, uninterrupted)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +132,7 @@ def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
     ids=["interrupted", "disk-full", "worker-killed"],
 )
 def test_a_joint_pretraining_stopped_in_a_worker_says_so_and_goes_on(
-    fault: str, code: int, reason: str, held: str, runs: Path
+    fault: str, code: int, reason: str, held: str, runs: Path, uninterrupted: Pretrained
 ) -> None:
     # eval.workers=2: each pretraining stops in its worker process, whose Stopped must reach
     # meta-eval whole (it used to fail to unpickle there, and meta-eval hung)
@@ -123,7 +148,7 @@ def test_a_joint_pretraining_stopped_in_a_worker_says_so_and_goes_on(
     assert line.endswith("; run this meta-eval again to go on from there"), line
     assert "Traceback" not in stopped.stderr
     if "SIGINT" not in fault and "disk_full" not in fault:  # the others resume as in-process
-        _goes_on_bitwise(args, tmp_path)  # a worker killed mid-meta-step
+        _goes_on_bitwise(args, tmp_path, uninterrupted)  # a worker killed mid-meta-step
 
 
 def test_meta_eval_interrupted_alone_stops_its_workers_pretrainings(tmp_path: Path) -> None:
