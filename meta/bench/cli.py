@@ -10,7 +10,6 @@ run down."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import shlex
@@ -30,7 +29,7 @@ from meta.bench import limit as bench_limit
 from meta.bench import markup
 from meta.bench import report as bench_report
 from meta.bench import scaling as bench_scaling
-from meta.bench.sb3 import Outcome, Settings, train_ours, train_sb3
+from meta.bench.sb3 import Outcome, Settings, missing_extra, train_ours, train_sb3
 from meta.config import CheckpointConfig
 from meta.observe.machine import cpu_blocks, cpu_kind, cpu_model
 from meta.run.atomic import atomic_write_text
@@ -40,8 +39,6 @@ from meta.runtime.threads import matmul_precision, torch_threads
 WARMUP_STEPS = 10_240
 DOCS_PAGE = "docs/performance.md"
 """The manual's page whose figures `--readme` rewrites."""
-BENCH_EXTRA = {"gymnasium": "gymnasium", "stable_baselines3": "stable-baselines3"}
-"""Modules of the `[bench]` extra, with their package names (gymnasium first: SB3 needs it)."""
 
 
 def machine() -> dict[str, Any]:
@@ -246,18 +243,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.repeats = args.repeats or (1 if args.quick else 2)
     args.threads = args.threads or ([1] if args.quick else [1, 2])
     return args
-
-
-def missing_extra() -> str | None:
-    """The first package of the `[bench]` extra that is not installed, or None."""
-    for module in BENCH_EXTRA:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if error.name not in BENCH_EXTRA:
-                raise  # installed, but broken: the traceback says more than a line could
-            return BENCH_EXTRA[error.name]
-    return None
 
 
 def check_page(page: Path) -> None:

@@ -6,6 +6,7 @@ them, so the settings and our side import with the core dependencies alone.
 
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -22,6 +23,22 @@ from meta.evaluation.episodes import Act, run_episodes
 
 if TYPE_CHECKING:
     from stable_baselines3 import PPO
+
+
+BENCH_EXTRA = {"gymnasium": "gymnasium", "stable_baselines3": "stable-baselines3"}
+"""Modules of the `[bench]` extra, with their package names (gymnasium first: SB3 needs it)."""
+
+
+def missing_extra() -> str | None:
+    """The first package of the `[bench]` extra that is not installed, or None."""
+    for module in BENCH_EXTRA:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name not in BENCH_EXTRA:
+                raise  # installed, but broken: the traceback says more than a line could
+            return BENCH_EXTRA[error.name]
+    return None
 
 
 @dataclass(frozen=True)
