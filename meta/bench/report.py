@@ -251,9 +251,8 @@ def _machine_line(report: dict[str, Any]) -> str:
     load = ", ".join(f"{x:.2f}" for x in report["load_before"])
     return (
         f"{m['cpu']} ({m['cpu_kind']}), {m['logical_cpus']} logical CPUs on {m['cores']} "
-        f"cores; torch "
-        f"{m['torch']}, numpy "
-        f"{m['numpy']}, stable-baselines3 {m['stable_baselines3']}, Python {m['python']}; "
+        f"cores; torch {m['torch']}, numpy {m['numpy']}, stable-baselines3 "
+        f"{m['stable_baselines3']}, Python {m['python']}; "
         f"load average before the run {load} (other processes slow runs down, most of all "
         f"multi-threaded ones)"
     )
