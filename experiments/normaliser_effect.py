@@ -23,10 +23,12 @@ from omegaconf import OmegaConf
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import make_optimizer
-from meta.algorithm.ppo.rollout import Collector, Rollout, revalued
-from meta.algorithm.ppo.train import policy_for
-from meta.algorithm.ppo.update import compute_gae, explained_variance, ppo_update
+from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.policy import policy_for, policy_with
+from meta.algorithm.ppo.rollout import Collector, Rollout
+from meta.algorithm.ppo.train import make_optimizer
+from meta.algorithm.ppo.update import compute_gae, explained_variance, ppo_update, revalued
+from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.reptile import TaskSampler
 from meta.cli import register_configs
 from meta.config import Config, TaskConfig
@@ -55,21 +57,22 @@ def one(
 ) -> dict[str, list[float]]:
     """`updates` updates of a fresh start; per-update statistics and the final success."""
     env = envs.make(task.name, num_areas=cfg.env.num_areas, seed=seed, **params)
-    policy = policy_for(env, cfg.network, seed=seed)
+    start = cpu_weights(policy_for(env, cfg.network, seed=seed))
+    policy = PolicyStack([start], cfg.network.normalize, cfg.network.normalizer_epsilon, "cpu")
     ppo = replace(
         cfg.ppo,
         learning_rate_schedule="constant",
         beta_schedule="constant",
         epsilon_schedule="constant",
     )
-    optimizer = make_optimizer(policy, ppo.learning_rate, ppo.optimizer)
+    optimizer = make_optimizer(policy, ppo)
     generator = torch.Generator().manual_seed(seed)
-    collector = Collector(env, BEHAVIOR_NAME, policy, generator, ppo.time_horizon)
+    collector = Collector(env, BEHAVIOR_NAME, policy.member(0), generator, ppo.time_horizon)
     out: dict[str, list[float]] = {"gap": [], "corr": [], "ev_stale": [], "ev_fresh": []}
     for _ in range(updates):
         rollout = collector.collect(math.ceil(ppo.buffer_size / collector.num_agents))
-        policy.normalizer.update(rollout.obs.reshape(rollout.num_steps, -1))
-        fresh = revalued(rollout, policy)
+        policy.update_normalizer(rollout.obs.reshape(1, rollout.num_steps, -1), 0)
+        (fresh,) = revalued(policy, [rollout])
         stale_adv, fresh_adv = advantages(rollout, cfg).ravel(), advantages(fresh, cfg).ravel()
         _, ret_fresh = compute_gae(
             fresh.rewards, fresh.values, fresh.next_values, fresh.boundaries, ppo.gamma, ppo.lambd
@@ -78,9 +81,12 @@ def one(
         out["corr"].append(float(np.corrcoef(stale_adv.numpy(), fresh_adv.numpy())[0, 1]))
         out["ev_stale"].append(explained_variance(rollout.values, ret_fresh))
         out["ev_fresh"].append(explained_variance(fresh.values, ret_fresh))
-        ppo_update(policy, optimizer, fresh if fix else rollout, ppo, Hyper.of(ppo), generator)
+        ppo_update(
+            policy, optimizer, [fresh if fix else rollout], ppo, [Hyper.of(ppo)], [generator]
+        )
     measure = envs.make(task.name, num_areas=cfg.env.num_areas, seed=seed + 10_000, **params)
-    act = policy_actor(policy, True, torch.Generator().manual_seed(seed))
+    trained = policy_with(policy.weights(0), cfg.network)
+    act = policy_actor(trained, True, torch.Generator().manual_seed(seed))
     out["success"] = [run_episodes(measure, act, 64)[1]]
     return out
 

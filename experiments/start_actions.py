@@ -18,7 +18,7 @@ from mlagents_envs.base_env import ActionTuple
 from omegaconf import OmegaConf
 
 import envs
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.config import NetworkConfig
 
 TASK = {"hidden_goal": 1, "motor_rotation": 0, "agent_speed": 0.2}

@@ -19,16 +19,10 @@ from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import loss_gradient
+from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.pieces import dimension_log_probs
 from meta.algorithm.ppo.rollout import Collector
-from meta.algorithm.ppo.train import policy_for
-from meta.algorithm.ppo.update import (
-    buffer_normalised,
-    dimension_log_probs,
-    flat_buffer,
-    normalised,
-    rollout_gae,
-)
+from meta.algorithm.ppo.update import buffer_gradient
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import NORMALIZER_PREFIX, interpolate
 
@@ -56,19 +50,15 @@ def meta_gradient(
     training's (clipped surrogate at ratio 1, entropy, clipped value loss, advantages
     normalised over the buffer), its gradient clipped to cfg.max_grad_norm as every inner step.
     """
-    policy = policy_for(env, network).to(device)
-    policy.load_state_dict(dict(weights))
+    policy = PolicyStack([dict(weights)], network.normalize, network.normalizer_epsilon, device)
+    member = policy.member(0)
     generator = torch.Generator().manual_seed(query_seed(seed))
-    collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon)
+    collector = Collector(env, BEHAVIOR_NAME, member, generator, cfg.time_horizon)
     rollout = collector.collect(max(math.ceil(cfg.buffer_size / collector.num_agents), 1))
     if cfg.ratio == "per_dimension":
-        rollout = dimension_log_probs(policy, rollout)
-    buffer = flat_buffer(policy, rollout, *rollout_gae(rollout, cfg))
-    scale = buffer_normalised if cfg.advantage_normalization == "buffer" else normalised
-    batch = buffer._replace(advantages=scale(buffer.advantages))
-    loss_gradient(policy, batch, cfg, hyper.epsilon, hyper.beta)
-    names = dict(policy.named_parameters())
-    gradient = {k: names[k].grad.detach().to("cpu", copy=True) for k in names}  # type: ignore[union-attr]
+        rollout = dimension_log_probs(member, rollout)
+    buffer_gradient(policy, [rollout], cfg, [hyper])
+    gradient = {k: p.grad[0].detach().to("cpu", copy=True) for k, p in policy.params.items()}  # type: ignore[index]
     return gradient, rollout.num_steps
 
 

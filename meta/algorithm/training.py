@@ -1,12 +1,12 @@
-"""The one runner of a training request: PPO, or the ghost trainer for a game of teams.
+"""The runner of training requests: a stack of k requests through the one inner PPO.
 
-This is the one place that knows both trainers; `ppo` never imports `selfplay`, which builds
-on it (the policy, the collector's parts, the update loop, the weight copies).
+A game of teams trains with the ghost trainer's session (meta.algorithm.selfplay); this is the
+one place that knows both (`ppo` never imports `selfplay`, which builds on it).
 """
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
@@ -16,70 +16,103 @@ from envs.tasks.teams import team_of
 from meta.algorithm.fomaml import meta_gradient
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import make_optimizer
-from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.ppo.rollout import NullTimers, Timers
-from meta.algorithm.ppo.train import PPORun, policy_for
-from meta.algorithm.ppo.train import train as ppo_train
-from meta.algorithm.ppo.weights import cpu_weights, optimizer_cpu_state
+from meta.algorithm.ppo.train import Schedule, Stack, train_stack
+from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.resets import reset_keys
-from meta.algorithm.selfplay.trainer import game_train
+from meta.algorithm.selfplay.trainer import GameSession
 
-__all__ = ["is_game", "start_policy", "train"]
+__all__ = ["is_game", "stack_key", "start_policy", "train", "train_requests"]
 
 
 def train(
     request: TrainRequest, env: AgentEnvironment, timers: Timers | None = None
 ) -> TrainResult:
-    """Train the request's start in `env`; the trained weights, statistics and what it asked for.
+    """Train the request's start in `env`: a stack of one."""
+    return train_requests([request], [env], timers)[0]
 
-    The request's optimizer state is copied, never changed. A game of teams trains with the
-    ghost trainer (ppo.self_play) from the request's self-play state; other tasks pass that
-    state through unchanged. A request of 0 updates gives back its start alone.
+
+def train_requests(
+    requests: Sequence[TrainRequest],
+    envs: Sequence[AgentEnvironment],
+    timers: Timers | None = None,
+    merge: bool = True,
+    compiled: bool = False,
+) -> list[TrainResult]:
+    """Train every request on its environment as one stack (they share `stack_key`); the
+    trained weights, statistics and what each asked for, in order.
+
+    A request's optimizer state is copied, never changed. A game of teams trains with the
+    ghost trainer from the request's self-play state; other tasks pass that state through. A
+    request of 0 updates gives back its start alone. `merge` and `compiled`: see `train_stack`.
     """
     timers = timers or NullTimers()
-    cfg, hyper = request.ppo, request.hyper
-    policy = start_policy(request, env)
-    snapshots = {0: cpu_weights(policy)} if 0 in request.snapshots else {}
-    if request.updates == 0:
-        return TrainResult(cpu_weights(policy), {}, snapshots=snapshots)
-    start = (hyper or Hyper.of(cfg)).learning_rate
-    optimizer = make_optimizer(policy, start, cfg.optimizer, cfg.adam_epsilon, cfg.action_scale)
-    if request.optimizer_state is not None:
-        # load_state_dict keeps tensors already on the right device: copy, as Adam steps in place
-        optimizer.load_state_dict(copy.deepcopy(request.optimizer_state))
-    updates: list[dict[str, float]] = []
+    first = requests[0]
+    games = [is_game(env, first.ppo) for env in envs]
+    starts = [cpu_weights(start_policy(r, e)) for r, e in zip(requests, envs, strict=True)]
+    if first.updates == 0:
+        return [
+            TrainResult(start, {}, snapshots={0: start} if 0 in r.snapshots else {})
+            for r, start in zip(requests, starts, strict=True)
+        ]
+    for request in requests:
+        rate = (request.hyper or Hyper.of(request.ppo)).learning_rate
+        if rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {rate}")
 
-    def updated(k: int, update: dict[str, float]) -> None:
-        updates.append(update)
-        if k in request.snapshots:
-            snapshots[k] = cpu_weights(policy)
+    def session_for(i: int, member: Member, generator: torch.Generator) -> GameSession | None:
+        if not games[i]:
+            return None
+        r = requests[i]
+        state = r.self_play_state
+        return GameSession(envs[i], member, r.ppo, state, r.seed, generator, timers)
 
-    run = PPORun(
-        env,
-        policy,
-        cfg,
-        request.seed,
-        hyper=hyper,
-        optimizer=optimizer,
-        schedule=None if request.schedule is None else request.schedule.at,
-        stats_channel=getattr(env, "stats_channel", None),
+    stack = Stack(
+        starts=starts,
+        cfg=first.ppo,
+        normalize=first.network.normalize,
+        normalizer_epsilon=first.network.normalizer_epsilon,
+        device=first.device,
+        seeds=[r.seed for r in requests],
+        schedules=[_schedule(r) for r in requests],
+        optimizer_states=[r.optimizer_state for r in requests],
+        updates=first.updates,
+        snapshots=[r.snapshots for r in requests],
         timers=timers,
-        on_update=updated,
-        updates=request.updates,
+        compiled=compiled,
     )
-    state = request.self_play_state
-    if is_game(env, cfg):
-        stats, state = game_train(run, state)
-    else:
-        stats = ppo_train(run)
-    kept = optimizer_cpu_state(optimizer) if request.returns_optimizer else None
-    result = TrainResult(cpu_weights(policy), stats, updates, kept, state, snapshots=snapshots)
-    if request.meta_gradient:
-        with timers.scope("meta_gradient"):
-            result = _with_meta_gradient(request, env, result)
-    return result
+    trained = train_stack(stack, envs, session_for, merge)
+    results = []
+    for i, (request, done) in enumerate(zip(requests, trained, strict=True)):
+        kept = done.optimizer_state(i) if request.returns_optimizer else None
+        state = done.left if games[i] else request.self_play_state
+        result = TrainResult(
+            done.weights, done.stats, done.updates, kept, state, snapshots=done.snapshots
+        )  # type: ignore[arg-type]
+        if request.meta_gradient:
+            with timers.scope("meta_gradient"):
+                result = _with_meta_gradient(request, envs[i], result)
+        results.append(result)
+    return results
+
+
+def stack_key(request: TrainRequest) -> tuple[object, ...]:
+    """What the requests of one stack share: PPO's settings, the network, the device, the
+    updates, the tasks side by side; other requests train in other stacks. Buffers assembled
+    from pieces fill at different steps in each member: each trains in a stack of its own."""
+    key = (request.ppo, request.network, request.device, request.updates, len(request.tasks))
+    return (*key, id(request)) if request.ppo.buffer_assembly == "pieces" else key
+
+
+def _schedule(request: TrainRequest) -> Schedule:
+    """The request's learning rate, beta and epsilon after a number of its agent-steps."""
+    if request.schedule is not None:
+        return request.schedule.at
+    cfg, start = request.ppo, request.hyper or Hyper.of(request.ppo)
+    return lambda steps: start.after(cfg, steps, cfg.max_steps)
 
 
 def start_policy(request: TrainRequest, env: AgentEnvironment) -> Policy:

@@ -23,10 +23,12 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import make_optimizer
+from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.rollout import Collector
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.train import make_optimizer
 from meta.algorithm.ppo.update import ppo_update
+from meta.algorithm.ppo.weights import cpu_weights
 from meta.runtime.threads import torch_threads
 
 Layer = tuple[int, int]
@@ -167,12 +169,13 @@ def phase_rates(
     of each step side by side (`halves`, each on one thread) or one after the other.
     """
     env = envs.make(task, num_areas=num_areas, seed=0)
-    policy = policy_for(env, network, seed=0)
+    start = cpu_weights(policy_for(env, network, seed=0))
+    policy = PolicyStack([start], network.normalize, network.normalizer_epsilon, "cpu")
     generator = torch.Generator().manual_seed(0)
     collector = Collector(
-        env, BEHAVIOR_NAME, policy, generator, ppo.time_horizon, None, collect_threads
+        env, BEHAVIOR_NAME, policy.member(0), generator, ppo.time_horizon, None, collect_threads
     )
-    optimizer = make_optimizer(policy, ppo.learning_rate)
+    optimizer = make_optimizer(policy, ppo)
     worker = ThreadPoolExecutor(1) if halves else None
     horizon = max(ppo.buffer_size // num_areas, 1)
     collect = update = float("inf")
@@ -181,7 +184,7 @@ def phase_rates(
         rollout = collector.collect(horizon)
         middle = time.perf_counter()
         with torch_threads(update_threads):
-            ppo_update(policy, optimizer, rollout, ppo, Hyper.of(ppo), generator, worker)
+            ppo_update(policy, optimizer, [rollout], ppo, [Hyper.of(ppo)], [generator], worker)
         if k > 0:  # the first buffer warms up; other load only slows a buffer down: keep the best
             collect = min(collect, middle - start)
             update = min(update, time.perf_counter() - middle)

@@ -17,8 +17,10 @@ from torch import nn
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import PPORun, policy_for, train
+from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.request import TrainRequest
 from meta.algorithm.schedules import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
+from meta.algorithm.training import train
 from meta.evaluation.episodes import Act, run_episodes
 
 if TYPE_CHECKING:
@@ -95,12 +97,15 @@ def success_rate(act: Act, settings: Settings) -> float:
 def train_ours(settings: Settings) -> Outcome:
     """Our inner PPO from a fresh policy; timed from the first step to the last update."""
     env = envs.make(settings.task, num_areas=settings.num_areas, seed=settings.seed)
-    policy = policy_for(env, settings.network, seed=settings.seed)
     cfg = replace(settings.ppo, max_steps=settings.budget)
+    request = TrainRequest((), None, settings.seed, cfg, settings.network)
     start, cpu = time.perf_counter(), time.process_time()
-    stats = train(PPORun(env, policy, cfg, settings.seed))
+    result = train(request, env)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     env.close()
+    policy = policy_for(env, settings.network)
+    policy.load_state_dict(result.weights)
+    stats = result.stats
 
     @torch.inference_mode()
     def act(obs: np.ndarray) -> np.ndarray:

@@ -122,11 +122,11 @@ def stacked_rate(k: int, hidden: int, limit_repeats: int, compiled: bool = False
     (`compiled`: runtime.compile)."""
     import time
 
-    from meta.algorithm.ppo.train import policy_for
+    from meta.algorithm.ppo.policy import policy_for
     from meta.algorithm.ppo.weights import cpu_weights
     from meta.algorithm.reptile import Task
     from meta.algorithm.request import TrainRequest
-    from meta.algorithm.stacked.train import train_stacked
+    from meta.algorithm.training import train_requests
     from meta.config import EnvConfig
     from meta.runtime.envpool import EnvPool
 
@@ -139,7 +139,7 @@ def stacked_rate(k: int, hidden: int, limit_repeats: int, compiled: bool = False
     ]
     envs = [pool.env(r.tasks[0].family, {}, r.seed) for r in requests]
     started = time.perf_counter()
-    results = train_stacked(requests, envs, compiled=compiled)
+    results = train_requests(requests, envs, compiled=compiled)
     seconds = time.perf_counter() - started
     steps = sum(r.stats["steps"] for r in results)
     # the stacked products do the FLOPs of k trainings' products: k trainings' limit

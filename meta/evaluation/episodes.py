@@ -18,9 +18,9 @@ from envs.interface import AgentEnvironment
 from envs.tasks.adapter import TaskEnv
 from envs.tasks.stack import CoreStack
 from meta.algorithm.ppo.config import NetworkConfig
+from meta.algorithm.ppo.network import ROWS, PolicyStack, pieces
 from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.stacked.network import ROWS, StackedPolicy, pieces
 
 Act = Callable[[np.ndarray], np.ndarray]
 
@@ -117,9 +117,9 @@ def stacked_actor(
     The means are batched products over fixed pieces of about `rows` observations (2 members
     at least), a piece skipped once none of its members is active, so a member acts with the
     same bits in any stack of 2 or more (those of `Policy.act` to the products' rounding)."""
-    policy = StackedPolicy(weights, network.normalize, network.normalizer_epsilon, device)
+    policy = PolicyStack(weights, network.normalize, network.normalizer_epsilon, device)
     std = policy.log_std.detach().exp()[:, None]
-    parts: list[tuple[slice, StackedPolicy]] = []
+    parts: list[tuple[slice, PolicyStack]] = []
 
     @torch.no_grad()
     def act(obs: torch.Tensor, active: np.ndarray) -> torch.Tensor:

@@ -18,8 +18,7 @@ import torch
 
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import NetworkConfig
-from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.selfplay.match import RANDOM, play_match

@@ -18,7 +18,7 @@ import torch
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.training import train as train_request

@@ -1,10 +1,10 @@
 """runtime=batched and eval.batched: jobs whose training requests stack train as one network.
 
 Jobs that are a training request (meta.runtime.jobs.TrainingJob: meta-train's inner trainings,
-meta-eval's adaptations) that can stack (meta.algorithm.stacked.train.stackable) and share
-their settings train in lockstep (train_stacked), up to MAX_STACK at once; every other job
-runs alone in this process, as LocalExecutor runs it. Results come in the jobs' order. The
-native tasks only: a build's environments are its workers, which a stack would have to share.
+meta-eval's adaptations) and share their settings (meta.algorithm.training.stack_key) train in
+lockstep as one stack, up to MAX_STACK at once; every other job runs alone in this process, as
+LocalExecutor runs it. Results come in the jobs' order. The native tasks only: a build's
+environments are its workers, which a stack would have to share.
 `Stacked` is such a run as one job, for a Ray actor (runtime.stack) or a worker process
 (eval.batched with eval.workers) to train its share.
 """
@@ -15,10 +15,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from meta.algorithm.ppo.network import near_equal
 from meta.algorithm.ppo.rollout import NullTimers, Timers
-from meta.algorithm.request import TrainRequest, TrainResult
-from meta.algorithm.stacked.network import near_equal
-from meta.algorithm.stacked.train import same_shape, stackable, train_stacked
+from meta.algorithm.request import TrainResult
+from meta.algorithm.training import stack_key, train_requests
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash, give_up
 from meta.runtime.jobs import FinishedTogether, Job, TrainingJob, request_env
@@ -44,7 +44,7 @@ class BatchedExecutor:
             envs = [request_env(self.pool, r) for r in requests]
             try:
                 with self.timers.scope("inner_training"):
-                    trained = train_stacked(requests, envs, self.timers, compiled=self.compiled)
+                    trained = train_requests(requests, envs, self.timers, compiled=self.compiled)
             finally:
                 for env in envs:
                     self.pool.release(env)
@@ -89,19 +89,17 @@ def stacks(jobs: Sequence[Job[R]]) -> list[list[int]]:
     More than MAX_STACK jobs of one setting split into stacks of near-equal size, so that none
     is left to train alone (a member trains bitwise the same in any stack of 2 or more).
     """
-    groups: list[tuple[TrainRequest, list[int]]] = []
+    groups: list[tuple[tuple[object, ...], list[int]]] = []
     for i, job in enumerate(jobs):
         if not isinstance(job, TrainingJob):
             continue
-        request = job.training()
-        if stackable(request) is not None:
-            continue
-        for first, members in groups:
-            if same_shape(first, request):
+        key = stack_key(job.training())
+        for shared, members in groups:
+            if shared == key:
                 members.append(i)
                 break
         else:
-            groups.append((request, [i]))
+            groups.append((key, [i]))
     return [part for _, members in groups if len(members) > 1 for part in _split(members)]
 
 

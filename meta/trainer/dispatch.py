@@ -22,7 +22,6 @@ from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import OptimizerState, SelfPlayState, TrainResult
-from meta.algorithm.stacked.train import stackable
 from meta.errors import first_line
 from meta.runtime.executor import Executor, make_executor
 from meta.runtime.jobs import Training
@@ -83,11 +82,9 @@ class InnerTrainings:
         requests = self.learner.requests(k, theta, tasks, hyper, self_play_state)
         if self.cfg.runtime.backend == "batched" and not self._told:
             self._told = True
-            alone = stackable(requests[0]) if len(requests) > 1 or self.learner.chained else None
-            if self.learner.chained or alone is not None:
+            if self.learner.chained:
                 chain = "each continues the previous one's Adam state; seeds=[...] stacks seeds"
-                why = alone or chain
-                log.info("runtime=batched: these trainings run one after the other (%s)", why)
+                log.info("runtime=batched: these trainings run one after the other (%s)", chain)
         if not self.learner.chained:
             return (yield [Training(r) for r in requests])
         results: list[TrainResult] = []

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.registry import learner_class
 from meta.algorithm.request import OptimizerState, SelfPlayState, TrainResult
 from meta.algorithm.training import is_game

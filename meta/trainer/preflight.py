@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.registry import learner_class
 from meta.algorithm.selfplay.checks import check_families
 from meta.config import Config

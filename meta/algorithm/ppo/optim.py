@@ -1,4 +1,10 @@
-"""Adam and SGD as torch.optim computes them, without torch.optim.Optimizer's start-up cost.
+"""The optimizers of a stack: Adam and SGD, each member with its own learning rate and state.
+
+A stack of one steps with torch.optim's own arithmetic (its fused Adam), a stack of several
+with the same formulas over the stacked parameters (torch's foreach functions), each member
+at its own learning rate and step count (meta.algorithm.ppo.kernels says why two).
+
+`Adam` and `SGD` are torch.optim's, without torch.optim.Optimizer's start-up cost.
 
 Every method of ``torch.optim.Optimizer`` (its constructor included) imports ``torch._dynamo``
 on first use, which takes about 2 s of each training process here, and this harness never
@@ -13,7 +19,8 @@ arguments passed here with their signatures.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import copy
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -21,6 +28,8 @@ from torch.optim.adam import adam
 from torch.optim.sgd import sgd
 
 State = dict[str, Any]
+OptimizerState = dict[str, Any]
+"""An optimizer's state_dict (Adam's moments and step counts), on the CPU."""
 
 
 class Optimizer:
@@ -249,3 +258,166 @@ class SGD(Optimizer):
             nesterov=group["nesterov"],
             maximize=group["maximize"],
         )
+
+
+BETA1, BETA2 = 0.9, 0.999
+
+
+class StackOptimizer:
+    """`adam` or `sgd` over a stack's parameters (k, ...), each member's state its own.
+
+    `scaled` parameters step as they would stored times `scale` (ppo.action_scale): Adam at
+    lr / scale and eps * scale, SGD at lr / scale^2. A member's state goes in and out as
+    torch.optim's state_dict over one policy's parameters, the shapes without the stack axis.
+    """
+
+    def __init__(
+        self,
+        params: list[torch.Tensor],
+        kind: str,
+        eps: float,
+        scaled: list[torch.Tensor],
+        scale: float,
+    ) -> None:
+        self.params, self.kind, self.eps = params, kind, eps
+        self.k = params[0].shape[0]
+        self.single: Optimizer | None = None
+        if self.k == 1:
+            scaled_ones = scaled if scale != 1.0 else []
+            self.single = (
+                SGD(params, lr=0.0, scaled=scaled_ones, scale=scale)
+                if kind == "sgd"
+                else Adam(params, lr=0.0, eps=eps, fused=True, scaled=scaled_ones, scale=scale)
+            )
+        self.scale_of = {id(p): (scale if any(p is s for s in scaled) else 1.0) for p in params}
+        self.moments = (
+            [] if self.single else [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+        )
+        self.steps = [0] * self.k
+
+    def load(self, states: Sequence[OptimizerState | None]) -> None:
+        """Continue each member's optimizer from its torch.optim state_dict (None: fresh)."""
+        if self.single is not None:
+            if states[0] is not None:
+                self.single.load_state_dict(_stacked_state(states[0]))
+            self.steps = [optimizer_steps(states[0])]
+            return
+        for i, state in enumerate(states):
+            self.steps[i] = optimizer_steps(state)
+            if state is None:
+                continue
+            order = state["param_groups"][0]["params"]
+            for index, slots in state["state"].items():
+                if "exp_avg" in slots:
+                    exp_avg, exp_avg_sq = self.moments[order.index(index)]
+                    exp_avg[i].copy_(slots["exp_avg"])
+                    exp_avg_sq[i].copy_(slots["exp_avg_sq"])
+
+    def member_state(self, i: int, learning_rate: float) -> OptimizerState:
+        """Member i's optimizer as torch.optim's state_dict over one policy's parameters, on
+        the CPU, its learning rate the last step's."""
+        if self.single is not None:
+            state = self.single.state_dict()
+            state["param_groups"][0]["lr"] = learning_rate
+            return _cpu(state, lambda x: x[0])
+        alone = (
+            SGD(self.params, lr=learning_rate)
+            if self.kind == "sgd"
+            else Adam(self.params, lr=learning_rate, eps=self.eps, fused=True)
+        )
+        if self.kind != "sgd" and self.steps[i] > 0:
+            step = torch.tensor(float(self.steps[i]), dtype=torch.float32)
+            alone.state = {
+                p: {"step": step.clone(), "exp_avg": m[i : i + 1], "exp_avg_sq": v[i : i + 1]}
+                for p, (m, v) in zip(self.params, self.moments, strict=True)
+            }
+        return _cpu(alone.state_dict(), lambda x: x[0])
+
+    def zero_grad(self, keep: bool = False) -> None:
+        """Drop the gradients, or (`keep`) zero them in place for backwards that add to them."""
+        for p in self.params:
+            if not keep:
+                p.grad = None
+            elif p.grad is None:
+                p.grad = torch.zeros_like(p)
+            else:
+                p.grad.zero_()
+
+    @torch.no_grad()
+    def step(self, learning_rates: Sequence[float]) -> None:
+        """One step of every member at its own learning rate."""
+        self.steps = [s + 1 for s in self.steps]
+        if self.single is not None:
+            self.single.group["lr"] = learning_rates[0]
+            self.single.step()
+            return
+        k = self.k
+        lr = torch.tensor(learning_rates, device=self.params[0].device)
+        live = [
+            (p, g, m)
+            for p, m in zip(self.params, self.moments, strict=True)
+            if (g := p.grad) is not None
+        ]
+        params, grads = [p for p, _, _ in live], [g for _, g, _ in live]
+        scales = [self.scale_of[id(p)] for p in params]
+        rates = [lr.view(k, *([1] * (p.ndim - 1))) for p in params]
+        if self.kind == "sgd":
+            torch._foreach_sub_(
+                params,
+                torch._foreach_mul(grads, [r / s**2 for r, s in zip(rates, scales, strict=True)]),
+            )
+            return
+        steps = torch.tensor(self.steps, dtype=torch.float64)
+        correction1 = (1 - BETA1**steps).to(lr.dtype)
+        correction2_sqrt = ((1 - BETA2**steps) ** 0.5).to(lr.dtype)
+        exp_avgs, exp_avg_sqs = [m for *_, (m, _) in live], [v for *_, (_, v) in live]
+        torch._foreach_lerp_(exp_avgs, grads, 1 - BETA1)
+        torch._foreach_mul_(exp_avg_sqs, BETA2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - BETA2)
+        shape = [correction2_sqrt.view(k, *([1] * (p.ndim - 1))) for p in params]
+        denom = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_div_(denom, shape)
+        torch._foreach_add_(denom, [self.eps * s for s in scales])
+        update = torch._foreach_div(exp_avgs, denom)
+        first = [correction1.view(k, *([1] * (p.ndim - 1))) for p in params]
+        torch._foreach_mul_(
+            update, [r / s / c for r, s, c in zip(rates, scales, first, strict=True)]
+        )
+        torch._foreach_sub_(params, update)
+
+
+def optimizer_steps(state: OptimizerState | None) -> int:
+    """The steps an optimizer's state_dict has taken (0: fresh, or SGD's, which keeps none)."""
+    if state is None:
+        return 0
+    steps = {int(slots["step"]) for slots in state["state"].values() if "step" in slots}
+    if len(steps) > 1:
+        raise ValueError(f"an optimizer state whose parameters took {sorted(steps)} steps")
+    return steps.pop() if steps else 0
+
+
+def _stacked_state(state: OptimizerState) -> OptimizerState:
+    """One policy's optimizer state_dict with a stack axis of one on every moment."""
+    out = copy.deepcopy(state)
+    for slots in out["state"].values():
+        for name in ("exp_avg", "exp_avg_sq"):
+            if name in slots:
+                slots[name] = slots[name][None]
+    return out
+
+
+def _cpu(state: OptimizerState, member: Any) -> OptimizerState:
+    """A copy of a state_dict on the CPU, each moment `member(moment)`."""
+    out = {"state": {}, "param_groups": copy.deepcopy(state["param_groups"])}
+    for index, slots in state["state"].items():
+        out["state"][index] = {
+            name: (
+                value.detach().to("cpu", copy=True)
+                if name == "step"
+                else member(value).detach().to("cpu", copy=True)
+            )
+            if isinstance(value, torch.Tensor)
+            else value
+            for name, value in slots.items()
+        }
+    return out

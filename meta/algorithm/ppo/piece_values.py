@@ -15,7 +15,8 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from meta.algorithm.ppo.policy import Policy, gaussian_log_probs
+from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.policy import gaussian_log_probs
 from meta.algorithm.ppo.rollout import Rollout
 
 
@@ -29,9 +30,9 @@ class PieceNormaliser:
     policy's device.
     """
 
-    def __init__(self, policy: Policy, agents: int, prior: int) -> None:
+    def __init__(self, policy: Member, agents: int, prior: int) -> None:
         self.policy, self.prior = policy, prior
-        size = policy.normalizer.mean.shape[0]
+        size = policy.mean.shape[0]
         self.count = torch.zeros(agents, dtype=torch.float64)
         self.sum = torch.zeros(agents, size, dtype=torch.float64)
         self.square = torch.zeros(agents, size, dtype=torch.float64)
@@ -45,7 +46,7 @@ class PieceNormaliser:
 
     def begin(self, at: int) -> None:
         """A new buffer whose first step not yet taken is window step `at`."""
-        norm = self.policy.normalizer
+        norm = self.policy
         norm.prime(self.prior)
         self.at = at
         self.snapshots = [(norm.mean[None].cpu().clone(), norm.var[None].cpu().clone())]
@@ -63,7 +64,7 @@ class PieceNormaliser:
         if len(agents) == 0:
             return False
         rows = torch.from_numpy(agents)
-        norm = self.policy.normalizer
+        norm = self.policy
         seen, mean, var = float(norm.count), norm.mean.cpu().double(), norm.var.cpu().double()
         counts = seen + torch.cumsum(self.count[rows], 0)[:, None]
         means = (seen * mean + torch.cumsum(self.sum[rows], 0)) / counts
@@ -84,9 +85,8 @@ class PieceNormaliser:
         """Observations normalised as by the normaliser in each row's snapshot."""
         mean = torch.cat([m for m, _ in self.snapshots])[snapshot]
         var = torch.cat([v for _, v in self.snapshots])[snapshot]
-        x = (obs - mean) * torch.rsqrt(var + self.policy.normalizer.epsilon)
-        device = next(self.policy.parameters()).device
-        return x.clamp(-5.0, 5.0).to(device)
+        x = (obs - mean) * torch.rsqrt(var + self.policy.epsilon)
+        return x.clamp(-5.0, 5.0).to(self.policy.device)
 
     def dimension_log_probs(self, fresh: Rollout) -> Rollout:
         """`fresh` (the steps this buffer took) with its actions' log-probabilities per

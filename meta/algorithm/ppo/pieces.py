@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from meta.algorithm.ppo.config import PPOConfig
+from meta.algorithm.ppo.network import Member
 from meta.algorithm.ppo.piece_values import PieceNormaliser
-from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.policy import gaussian_log_probs
 from meta.algorithm.ppo.rollout import Bootstrap, Collector, EpisodeLog, Rollout
-from meta.algorithm.ppo.update import dimension_log_probs
 
 COLUMNS = ("obs", "actions", "log_probs", "values", "rewards", "next_values", "boundaries")
 
@@ -28,7 +28,7 @@ COLUMNS = ("obs", "actions", "log_probs", "values", "rewards", "next_values", "b
 class PieceCollector:
     """A Collector's steps assembled into buffers of whole pieces, as ML-Agents' trainer does."""
 
-    def __init__(self, collector: Collector, policy: Policy, cfg: PPOConfig) -> None:
+    def __init__(self, collector: Collector, policy: Member, cfg: PPOConfig) -> None:
         self.collector, self.policy = collector, policy
         self.buffer_size = cfg.buffer_size
         self.per_dimension = cfg.ratio == "per_dimension"
@@ -124,3 +124,18 @@ def time_slice(rollout: Rollout, start: int) -> Rollout:
     columns = {name: getattr(rollout, name)[start:] for name in COLUMNS}
     pieces = [(t - start, i, obs) for t, i, obs in b.pieces if t >= start]
     return Rollout(**columns, bootstrap=Bootstrap(b.last_obs, b.ended[start:], pieces))
+
+
+def dimension_log_probs(policy: Member, rollout: Rollout) -> Rollout:
+    """The buffer with its actions' log-probabilities per dimension, (T, n, actions).
+
+    Computed by the member as it acted (the same weights and normaliser statistics, so before
+    the normaliser takes the buffer in): what `ratio=per_dimension` compares each dimension with.
+    """
+    steps, n = rollout.rewards.shape
+    with torch.no_grad():
+        obs = rollout.obs.reshape(steps * n, -1).to(policy.device)
+        mean = policy.mean_from(policy.features(obs))
+        actions = rollout.actions.reshape(steps * n, -1).to(policy.device)
+        per_dimension = gaussian_log_probs(actions, mean, policy.log_std)
+    return replace(rollout, log_probs=per_dimension.cpu().reshape(steps, n, -1))

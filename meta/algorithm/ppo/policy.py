@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.runtime.threads import torch_threads
 
@@ -151,9 +152,20 @@ class Policy(nn.Module):
             action = mean + self.log_std.exp() * noise
         return action, gaussian_log_prob(action, mean, self.log_std), value
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are."""
+        return self.log_std.device
+
+    @property
+    def epsilon(self) -> float:
+        """What the normaliser adds to the variance before its square root."""
+        return self.normalizer.epsilon
+
     def frozen(self) -> FrozenPolicy:
         """The current weights packed for acting; stale once the weights change."""
-        return FrozenPolicy(self)
+        named = {**dict(self.named_parameters()), **dict(self.named_buffers())}
+        return FrozenPolicy(named, self.normalize, self.normalizer.epsilon)
 
 
 def _run(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
@@ -187,15 +199,18 @@ class FrozenPolicy:
     per-call work (transposes, normaliser factors, module dispatch) costs as much as the math.
     """
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(
+        self, weights: Mapping[str, torch.Tensor], normalize: bool, epsilon: float
+    ) -> None:
+        """`weights`: a policy's state_dict, or views of it (a stack's member)."""
         with torch.no_grad():
-            norm = policy.normalizer
-            self.shift = norm.mean.clone() if policy.normalize else None
-            self.scale = torch.rsqrt(norm.var + norm.epsilon)
-            self.actor = [_packed(m) for m in policy.actor if isinstance(m, nn.Linear)]
-            self.critic = [_packed(m) for m in policy.critic if isinstance(m, nn.Linear)]
-            self.std = policy.log_std.exp()
-            self.log_prob_base = -(policy.log_std + 0.5 * LOG_2PI).sum()
+            self.shift = weights["normalizer.mean"].clone() if normalize else None
+            self.scale = torch.rsqrt(weights["normalizer.var"] + epsilon)
+            self.actor = _packed(weights, "actor.")
+            self.critic = _packed(weights, "critic.")
+            log_std = weights["log_std"]
+            self.std = log_std.exp()
+            self.log_prob_base = -(log_std + 0.5 * LOG_2PI).sum()
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         """Policy.features, bitwise."""
@@ -222,8 +237,17 @@ class FrozenPolicy:
         return action, log_prob, value
 
 
-def _packed(layer: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
-    return layer.weight.detach().t().contiguous(), layer.bias.detach().clone()
+def _packed(
+    weights: Mapping[str, torch.Tensor], prefix: str
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """One MLP's layers in order, each (W^T contiguous, b)."""
+    names = [
+        k[: -len(".weight")] for k in weights if k.startswith(prefix) and k.endswith(".weight")
+    ]
+    return [
+        (weights[f"{n}.weight"].detach().t().contiguous(), weights[f"{n}.bias"].detach().clone())
+        for n in names
+    ]
 
 
 def _run_packed(layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
@@ -239,6 +263,14 @@ def make_policy(obs_size: int, action_size: int, cfg: NetworkConfig, seed: int) 
     with torch.random.fork_rng(devices=[]), torch_threads(1):
         torch.manual_seed(seed)
         return Policy(obs_size, action_size, cfg)
+
+
+def policy_for(env: AgentEnvironment, network: NetworkConfig, seed: int = 0) -> Policy:
+    """A fresh policy sized for the env's (single) behavior."""
+    spec = next(iter(env.behavior_specs.values()))
+    return make_policy(
+        spec.observation_specs[0].shape[0], spec.action_spec.continuous_size, network, seed
+    )
 
 
 def policy_with(weights: Mapping[str, torch.Tensor], cfg: NetworkConfig) -> Policy:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -12,7 +12,7 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.policy import FrozenPolicy
 from meta.runtime.threads import torch_threads
 
 
@@ -33,6 +33,19 @@ Acted = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 SERIAL_BATCH = 256
 """Collections of up to this many agents run on one torch thread: a second gains nothing at 64
 (meta-bench, phases) and costs dearly when another process holds the other core."""
+
+
+class Acting(Protocol):
+    """A policy that acts: its weights packed for acting, and where they are."""
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are."""
+        ...
+
+    def frozen(self) -> FrozenPolicy:
+        """The current weights packed for acting."""
+        ...
 
 
 class NullTimers:
@@ -102,7 +115,7 @@ class Collector:
         self,
         env: AgentEnvironment,
         behavior: str,
-        policy: Policy,
+        policy: Acting,
         generator: torch.Generator,
         time_horizon: int,
         timers: Timers | None = None,
@@ -113,7 +126,7 @@ class Collector:
         self.threads = threads
         self.generator, self.time_horizon = generator, time_horizon
         self.timers: Timers = timers or NullTimers()
-        self.device = next(policy.parameters()).device
+        self.device = policy.device
         env.reset()
         decision, _ = env.get_steps(behavior)
         self.agent_ids = decision.agent_id.copy()
@@ -165,8 +178,7 @@ class Collector:
         """`steps` environment steps: yields each observation, is sent the policy's (action,
         log-prob, value) for it and returns the filled buffer, its bootstrap values by `value_of`.
 
-        Whoever drives it acts: the collector itself, or one policy stacked with others
-        (meta.algorithm.stacked) that acts for several collectors at once.
+        Whoever drives it acts: the collector itself, or a caller acting for it.
         """
         n, obs_size = self.obs.shape
         action_size = self.env.behavior_specs[self.behavior].action_spec.continuous_size
@@ -263,25 +275,6 @@ def next_state_values(
         cols = torch.from_numpy(np.concatenate([i for _, i, _ in pieces]))
         next_values[rows, cols] = final_values
     return next_values
-
-
-def revalued(rollout: Rollout, policy: Policy) -> Rollout:
-    """The buffer with its values and next-state values estimated again by `policy`.
-
-    ML-Agents updates the normaliser with a trajectory and then estimates its values with the
-    updated statistics (`get_trajectory_value_estimates`); the values from acting are stale by
-    one update of the normaliser, most of all for a fresh start's first buffer. The actions'
-    log-probabilities stay those of the acting policy, as in ML-Agents.
-    """
-    if rollout.bootstrap is None:
-        return rollout
-    b, (steps, n) = rollout.bootstrap, rollout.rewards.shape
-    device = next(policy.parameters()).device
-    value = policy.frozen().value
-    every = torch.cat([rollout.obs.reshape(steps * n, -1), b.last_obs]).to(device)
-    values = value(every).cpu().reshape(steps + 1, n)
-    next_values = next_state_values(value, values, b.ended, b.pieces, device)
-    return replace(rollout, values=values[:-1], next_values=next_values)
 
 
 def id_lookup(agent_ids: np.ndarray) -> Any:

@@ -1,13 +1,18 @@
-"""Inner PPO with ML-Agents semantics: one training of a policy, and the update loop it runs.
+"""The inner PPO with ML-Agents semantics: k trainings in lockstep; one training is k = 1.
 
-`run_updates` (collect a buffer, update, repeat) and `summary` serve the ghost trainer too.
+Each member keeps its own environment, random stream (its request's seed: the same minibatch
+orders and action noise in any stack), losses, learning rate, beta and epsilon schedules,
+Adam state and normaliser. Built-in tasks of one family step as one core over all the members'
+areas (meta.algorithm.ppo.collect); any other environment (a build, a game, buffers assembled
+from pieces) is stepped by its member's own collector, each member acting alone. Every
+update's forward, backward and optimizer step is one for all k.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -18,125 +23,32 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from envs.tasks.stack import stackable_envs
+from meta.algorithm.ppo.collect import StackedCollection
+from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import make_optimizer
-from meta.algorithm.ppo.optim import Optimizer
-from meta.algorithm.ppo.pieces import PieceCollector
-from meta.algorithm.ppo.policy import Policy, make_policy
-from meta.algorithm.ppo.rollout import (
-    Collector,
-    EpisodeLog,
-    NullTimers,
-    Rollout,
-    Timers,
-    revalued,
-)
-from meta.algorithm.ppo.update import dimension_log_probs, ppo_update
+from meta.algorithm.ppo.network import Member, PolicyStack
+from meta.algorithm.ppo.optim import StackOptimizer
+from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs
+from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Rollout, Timers
+from meta.algorithm.ppo.update import ppo_update, take_in
+from meta.algorithm.ppo.weights import OptimizerState, Weights
 from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
 from meta.runtime.allocator import keep_freed_memory
 from meta.runtime.threads import torch_threads
-
-__all__ = [
-    "Collecting",
-    "Hyper",
-    "PPORun",
-    "Schedule",
-    "policy_for",
-    "run_updates",
-    "summary",
-    "train",
-]
 
 STEPS = "steps"
 """An update's agent-steps of its training so far (with the buffer's)."""
 Schedule = Callable[[int], Hyper]
 """The learning rate, beta and epsilon after a number of agent-steps of the training."""
-OnUpdate = Callable[[int, dict[str, float]], None]
-"""Told of update k (1-based) and its statistics."""
-
-
-@dataclass
-class PPORun:
-    """One training of `policy` in place: what PPO and the ghost trainer both read.
-
-    `hyper` gives the starting learning rate, beta and epsilon (the outer loop anneals them);
-    within the training each follows its `*_schedule`, unless `schedule` gives the values
-    after each number of agent-steps (a chunk of a longer run). `optimizer` continues an
-    optimizer over `policy` (default: a fresh `cfg.optimizer`). `on_update(k, stats)` runs after
-    update k (1-based). All randomness comes from `seed`, none from global state.
-    """
-
-    env: AgentEnvironment
-    policy: Policy
-    cfg: PPOConfig
-    seed: int
-    hyper: Hyper | None = None
-    optimizer: Optimizer | None = None
-    schedule: Schedule | None = None
-    stats_channel: StatsSideChannel | None = None
-    timers: Timers = field(default_factory=NullTimers)
-    on_update: OnUpdate | None = None
-    updates: int | None = None
-    """Stop after this many updates (None: at cfg.max_steps agent-steps)."""
-
-    def begin(self) -> tuple[Optimizer, Schedule, torch.Generator]:
-        """Check the settings, clear the env's stats; the optimizer, schedule and generator."""
-        self.cfg.validate()
-        start = self.hyper or Hyper.of(self.cfg)
-        if start.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {start.learning_rate}")
-        if self.stats_channel is not None:
-            self.stats_channel.get_and_reset_stats()
-        optimizer = self.optimizer or make_optimizer(
-            self.policy,
-            start.learning_rate,
-            self.cfg.optimizer,
-            self.cfg.adam_epsilon,
-            self.cfg.action_scale,
-        )
-        cfg = self.cfg
-        schedule = self.schedule or (lambda steps: start.after(cfg, steps, cfg.max_steps))
-        return optimizer, schedule, torch.Generator().manual_seed(self.seed)
-
-
-def train(run: PPORun) -> dict[str, float]:
-    """Train `run.policy` in place for cfg.max_steps agent-steps; return stats."""
-    started = time.perf_counter()
-    optimizer, schedule, generator = run.begin()
-    cfg, timers = run.cfg, run.timers
-    collector = Collector(run.env, BEHAVIOR_NAME, run.policy, generator, cfg.time_horizon, timers)
-    assembled = (
-        PieceCollector(collector, run.policy, cfg) if cfg.buffer_assembly == "pieces" else collector
-    )
-    successes = SuccessLog(run.stats_channel)
-    history, steps = run_updates(
-        assembled,
-        run.policy,
-        optimizer,
-        cfg,
-        schedule,
-        generator,
-        timers,
-        run.on_update,
-        run.updates,
-        successes,
-    )
-    success = successes.overall()
-    return summary(history, collector.episodes, success, steps, time.perf_counter() - started)
 
 
 class Collecting(Protocol):
-    """What run_updates needs of a collector: its agents, device and rollouts."""
+    """What a member's own collector gives the loop: its agents, episodes and buffers."""
 
     @property
     def num_agents(self) -> int:
         """Agents stepped per environment step."""
-        ...
-
-    @property
-    def device(self) -> torch.device:
-        """Where the policy acts."""
         ...
 
     @property
@@ -145,8 +57,221 @@ class Collecting(Protocol):
         ...
 
     def collect(self, steps: int) -> Rollout:
-        """The next `steps` steps of every agent."""
+        """The next buffer (`steps` steps of every agent, unless it assembles its own)."""
         ...
+
+
+class Session(Protocol):
+    """A member's collection with what a trainer adds around PPO (a game's ghost)."""
+
+    collector: Collecting
+
+    def updated(self) -> None:
+        """The member's weights changed (after an update)."""
+
+    def finish(self, stats: dict[str, float], steps: int) -> object:
+        """Complete the member's statistics in place; the state it leaves (None: none)."""
+
+
+SessionFor = Callable[[int, Member, torch.Generator], Session | None]
+"""A member's session, or None for PPO's own collector; told the member's index, its policy
+and its random stream."""
+
+
+@dataclass
+class Stack:
+    """What the stack's trainings share and what each member is given."""
+
+    starts: Sequence[Weights]
+    """Each member's start weights."""
+    cfg: PPOConfig
+    normalize: bool
+    normalizer_epsilon: float
+    device: str
+    seeds: Sequence[int]
+    schedules: Sequence[Schedule]
+    optimizer_states: Sequence[OptimizerState | None]
+    updates: int | None = None
+    """Stop after this many updates (None: at cfg.max_steps agent-steps)."""
+    snapshots: Sequence[tuple[int, ...]] = ()
+    """Per member, the updates after which to keep its weights (0: the start)."""
+    timers: Timers = field(default_factory=NullTimers)
+    compiled: bool = False
+    """The update's losses and backward as torch.compile's kernels (runtime.compile)."""
+
+
+@dataclass
+class Trained:
+    """One member's training: weights, statistics, updates, and what it leaves."""
+
+    weights: Weights
+    stats: dict[str, float]
+    updates: list[dict[str, float]]
+    optimizer: StackOptimizer
+    last: Hyper
+    left: object = None
+    snapshots: dict[int, Weights] = field(default_factory=dict)
+
+    def optimizer_state(self, i: int) -> OptimizerState:
+        """Member i's Adam state as torch.optim's state_dict, at the last update's rate."""
+        return self.optimizer.member_state(i, self.last.learning_rate)
+
+
+def train_stack(
+    stack: Stack,
+    envs: Sequence[AgentEnvironment],
+    session_for: SessionFor | None = None,
+    merge: bool = True,
+) -> list[Trained]:
+    """Train every member on its environment, all k in lockstep; results in order.
+
+    `merge`: built-in tasks of one family step as one core over all their areas (the same
+    numbers as each environment stepped by itself, which False does).
+    """
+    keep_freed_memory()
+    started = time.perf_counter()
+    cfg, timers, k = stack.cfg, stack.timers, len(envs)
+    cfg.validate()
+    policy = PolicyStack(stack.starts, stack.normalize, stack.normalizer_epsilon, stack.device)
+    optimizer = make_optimizer(policy, cfg)
+    optimizer.load(stack.optimizer_states)
+    generators = [torch.Generator().manual_seed(seed) for seed in stack.seeds]
+    channels = [getattr(env, "stats_channel", None) for env in envs]
+    for channel in channels:
+        if channel is not None:
+            channel.get_and_reset_stats()
+    sessions = [
+        None if session_for is None else session_for(i, policy.member(i), generators[i])
+        for i in range(k)
+    ]
+    # a session's environment counts its own outcomes (a game's, from the learning team's view)
+    successes = [
+        SuccessLog(c if s is None else None) for c, s in zip(channels, sessions, strict=True)
+    ]
+    merged = (
+        merge
+        and k > 1
+        and all(s is None for s in sessions)
+        and cfg.buffer_assembly == "fixed"
+        and stackable_envs(envs)
+    )
+    collectors: StackedCollection | list[Collecting]
+    if merged:
+        collectors = StackedCollection(envs, cfg.time_horizon, timers, policy.device)  # type: ignore[arg-type]
+        episodes, agents = collectors.episodes, {collectors.n}
+    else:
+        collectors = [
+            s.collector if s is not None else _collector(env, policy.member(i), g, cfg, timers)
+            for i, (s, env, g) in enumerate(zip(sessions, envs, generators, strict=True))
+        ]
+        episodes, agents = [c.episodes for c in collectors], {c.num_agents for c in collectors}
+    if len(agents) != 1:
+        raise ValueError("stacked trainings need the same number of agents in every environment")
+    horizon = max(math.ceil(cfg.buffer_size / agents.pop()), 1)
+    histories: list[list[dict[str, float]]] = [[] for _ in range(k)]
+    snapshots = [
+        {0: policy.weights(i)} if 0 in (stack.snapshots[i] if stack.snapshots else ()) else {}
+        for i in range(k)
+    ]
+    worker, update_threads = _update_threads(policy.device)
+    by_pieces = cfg.buffer_assembly == "pieces"
+    valued = by_pieces and policy.normalize  # each piece taken in and valued as it completes
+    steps = 0
+    current = [schedule(0) for schedule in stack.schedules]
+    try:
+        while steps < cfg.max_steps if stack.updates is None else len(histories[0]) < stack.updates:
+            current = [schedule(steps) for schedule in stack.schedules]
+            before = [len(e.returns) for e in episodes]
+            rollouts = _collect(policy, collectors, generators, horizon, timers)
+            taken = {r.num_steps for r in rollouts}
+            if len(taken) != 1:
+                raise ValueError("stacked trainings whose buffers differ in size")
+            steps += taken.pop()
+            if cfg.schedule_timing == "after_buffer":
+                current = [schedule(steps) for schedule in stack.schedules]
+            with timers.scope("update"), torch_threads(update_threads):
+                if cfg.ratio == "per_dimension" and not by_pieces:
+                    # by the policy that acted (pieces: as they were acted)
+                    rollouts = [
+                        dimension_log_probs(policy.member(i), r) for i, r in enumerate(rollouts)
+                    ]
+                if (policy.normalize or by_pieces) and not valued:
+                    # pieces: what an agent began before the last update was valued by the
+                    # policy before it; ML-Agents values a piece once it is complete
+                    rollouts = take_in(policy, rollouts, cfg.normalizer_prior)
+                updates = ppo_update(
+                    policy, optimizer, rollouts, cfg, current, generators, worker, stack.compiled
+                )
+            for i, update in enumerate(updates):
+                update.update(buffer_stats(episodes[i], before[i], steps, successes[i]))
+                histories[i].append(update)
+                if sessions[i] is not None:
+                    sessions[i].updated()  # type: ignore[union-attr]
+                if stack.snapshots and len(histories[i]) in stack.snapshots[i]:
+                    snapshots[i][len(histories[i])] = policy.weights(i)
+    finally:
+        if worker is not None:
+            worker.shutdown()
+        if isinstance(collectors, StackedCollection):
+            collectors.release()
+    wall = time.perf_counter() - started
+    out = []
+    for i in range(k):
+        stats = summary(histories[i], episodes[i], successes[i].overall(), steps, wall)
+        left = None if sessions[i] is None else sessions[i].finish(stats, steps)  # type: ignore[union-attr]
+        out.append(
+            Trained(
+                policy.weights(i), stats, histories[i], optimizer, current[i], left, snapshots[i]
+            )
+        )
+    return out
+
+
+def make_optimizer(policy: PolicyStack, cfg: PPOConfig) -> StackOptimizer:
+    """The stack's optimizer; with an `action_scale` s the actor's mean layer steps as it would
+    stored times s (ML-Agents' mean layer, whose actions `clip(a, -s, s) / s` are ours)."""
+    *_, (weight, bias) = policy.actor
+    return StackOptimizer(
+        policy.parameters(), cfg.optimizer, cfg.adam_epsilon, [weight, bias], cfg.action_scale
+    )
+
+
+def _collector(
+    env: AgentEnvironment,
+    member: Member,
+    generator: torch.Generator,
+    cfg: PPOConfig,
+    timers: Timers,
+) -> Collecting:
+    """PPO's own collector of one member: fixed buffers, or ML-Agents' pieces."""
+    collector = Collector(env, BEHAVIOR_NAME, member, generator, cfg.time_horizon, timers)
+    return PieceCollector(collector, member, cfg) if cfg.buffer_assembly == "pieces" else collector
+
+
+def _collect(
+    policy: PolicyStack,
+    collectors: StackedCollection | list[Collecting],
+    generators: list[torch.Generator],
+    steps: int,
+    timers: Timers,
+) -> list[Rollout]:
+    """One buffer of every member: merged, the stack acting for all at each step; else each
+    member's collector in turn, the member acting alone."""
+    if isinstance(collectors, StackedCollection):
+        values_of = [lambda obs, i=i: policy.member_value(i, obs) for i in range(policy.k)]
+        return collectors.collect(steps, lambda obs: policy.act(obs, generators), values_of)
+    return [c.collect(steps) for c in collectors]
+
+
+def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:
+    """On CPU each half of the loss runs on one torch thread, side by side if torch may use 2+.
+
+    Two single-threaded halves beat one two-threaded loss here (no per-kernel thread hand-off,
+    half the working set per core) and degrade gracefully when another process takes a core.
+    """
+    if device.type != "cpu":
+        return None, torch.get_num_threads()
+    return (ThreadPoolExecutor(1) if torch.get_num_threads() >= 2 else None), 1
 
 
 def buffer_stats(
@@ -161,80 +286,6 @@ def buffer_stats(
         CUMULATIVE_REWARD: _mean(episodes.returns[before:]),
         SUCCESS: success,
     }
-
-
-def run_updates(
-    collector: Collecting,
-    policy: Policy,
-    optimizer: Optimizer,
-    cfg: PPOConfig,
-    schedule: Schedule,
-    generator: torch.Generator,
-    timers: Timers,
-    on_update: OnUpdate | None = None,
-    updates: int | None = None,
-    successes: SuccessLog | None = None,
-) -> tuple[list[dict[str, float]], int]:
-    """Collect a buffer and update, until cfg.max_steps agent-steps (or `updates` updates);
-    the updates and the steps.
-
-    Each update reads `schedule` before its buffer is collected, or after its steps are counted
-    (`schedule_timing=after_buffer`, as ML-Agents reads `policy.get_current_step()`).
-    """
-    keep_freed_memory()
-    horizon = max(math.ceil(cfg.buffer_size / collector.num_agents), 1)
-    by_pieces = isinstance(collector, PieceCollector)
-    # each piece taken into the normaliser and valued as it completes
-    valued = isinstance(collector, PieceCollector) and collector.values_pieces
-    worker, update_threads = _update_threads(collector.device)
-    steps, history = 0, list[dict[str, float]]()
-    try:
-        while steps < cfg.max_steps if updates is None else len(history) < updates:
-            current = schedule(steps)
-            before = len(collector.episodes.returns)
-            rollout = collector.collect(horizon)
-            steps += rollout.num_steps
-            if cfg.schedule_timing == "after_buffer":
-                current = schedule(steps)
-            with timers.scope("update"), torch_threads(update_threads):
-                if cfg.ratio == "per_dimension" and not by_pieces:
-                    rollout = dimension_log_probs(policy, rollout)  # pieces: as they were acted
-                if policy.normalize and not valued:
-                    policy.normalizer.prime(cfg.normalizer_prior)
-                    obs = rollout.buffer_rows(rollout.obs)
-                    policy.normalizer.update(obs.to(collector.device))
-                if (policy.normalize or by_pieces) and not valued:
-                    # pieces: what an agent began before the last update was valued by the
-                    # policy before it; ML-Agents values a piece once it is complete
-                    rollout = revalued(rollout, policy)
-                update = ppo_update(policy, optimizer, rollout, cfg, current, generator, worker)
-            update.update(buffer_stats(collector.episodes, before, steps, successes))
-            history.append(update)
-            if on_update is not None:
-                on_update(len(history), update)
-    finally:
-        if worker is not None:
-            worker.shutdown()
-    return history, steps
-
-
-def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:
-    """On CPU each half of the loss runs on one torch thread, side by side if torch may use 2+.
-
-    Two single-threaded halves beat one two-threaded loss here (no per-kernel thread hand-off,
-    half the working set per core) and degrade gracefully when another process takes a core.
-    """
-    if device.type != "cpu":
-        return None, torch.get_num_threads()
-    return (ThreadPoolExecutor(1) if torch.get_num_threads() >= 2 else None), 1
-
-
-def policy_for(env: AgentEnvironment, network: NetworkConfig, seed: int = 0) -> Policy:
-    """A fresh policy sized for the env's (single) behavior."""
-    spec = next(iter(env.behavior_specs.values()))
-    return make_policy(
-        spec.observation_specs[0].shape[0], spec.action_spec.continuous_size, network, seed
-    )
 
 
 class SuccessLog:

@@ -16,6 +16,7 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
+from meta.algorithm.ppo.network import Member
 from meta.algorithm.ppo.policy import FrozenPolicy, Policy
 from meta.algorithm.ppo.rollout import (
     Bootstrap,
@@ -60,8 +61,7 @@ class TeamCollector:
     def __init__(
         self,
         env: AgentEnvironment,
-        policy: Policy,
-        opponent: Policy,
+        policy: Member | Policy,
         ghost: Ghost,
         generator: torch.Generator,
         time_horizon: int,
@@ -70,9 +70,8 @@ class TeamCollector:
         self.env, self.policy, self.ghost = env, policy, ghost
         self.generator, self.time_horizon = generator, time_horizon
         self.timers: Timers = timers or NullTimers()
-        self.device = next(policy.parameters()).device
+        self.device = policy.device
         self.behaviors = team_behaviors(env)
-        self._opponent_policy = opponent
         self.opponent = self._load_opponent()
         env.reset()
         steps = [env.get_steps(name)[0] for name in self.behaviors]
@@ -99,8 +98,8 @@ class TeamCollector:
         return len(self.agent_ids[0])
 
     def _load_opponent(self) -> FrozenPolicy:
-        self._opponent_policy.load_state_dict(self.ghost.opponent)
-        return self._opponent_policy.frozen()
+        weights = {key: value.to(self.device) for key, value in self.ghost.opponent.items()}
+        return FrozenPolicy(weights, self.policy.normalize, self.policy.epsilon)
 
     def collect(self, steps: int) -> Rollout:
         """Run `steps` environment steps and return the learning team's buffer."""

@@ -1,10 +1,9 @@
-"""k policies as one: each weight stacked on a leading axis, each layer one batched product.
+"""The policies of a stack of k trainings as one: each weight on a leading axis.
 
 The weights keep the layout of `Policy`'s state_dict (a layer's weight is (k, out, in)), so a
 member's weights are a slice and the gradients come out where the weights are. The arithmetic
-is `Policy`'s, operation for operation, with a leading axis; only the matrix products are
-batched (`baddbmm`), which round differently from `addmm`: meta.algorithm.stacked.train says
-by how much.
+is `Policy`'s, operation for operation, with a leading axis; the matrix products are
+meta.algorithm.ppo.kernels', which a stack of one takes from a single network.
 """
 
 from __future__ import annotations
@@ -15,15 +14,16 @@ from collections.abc import Sequence
 import torch
 from torch.nn import functional as F
 
-from meta.algorithm.ppo.policy import LOG_2PI, MLAGENTS_EPSILON
+from meta.algorithm.ppo.kernels import linear, per_count
+from meta.algorithm.ppo.policy import LOG_2PI, MLAGENTS_EPSILON, FrozenPolicy
 from meta.algorithm.ppo.weights import Weights
 
 NORMALIZER = ("normalizer.mean", "normalizer.var", "normalizer.count")
 ROWS = 2048
-"""Rows per piece of a buffer-wide pass (StackedPolicy.values)."""
+"""Rows per piece of a buffer-wide pass (PolicyStack.values)."""
 
 
-class StackedPolicy:
+class PolicyStack:
     """The actor-critic of `Policy`, k times over: parameters (k, ...) that require grad."""
 
     def __init__(
@@ -40,6 +40,11 @@ class StackedPolicy:
         self.critic = _layers(self.params, "critic.")
 
     @property
+    def device(self) -> torch.device:
+        """Where the weights are."""
+        return self.params["log_std"].device
+
+    @property
     def log_std(self) -> torch.Tensor:
         """(k, actions)."""
         return self.params["log_std"]
@@ -47,6 +52,11 @@ class StackedPolicy:
     def parameters(self) -> list[torch.Tensor]:
         """Every stacked parameter, in the state_dict's order."""
         return list(self.params.values())
+
+    def zero_grad(self) -> None:
+        """Drop the gradients."""
+        for param in self.params.values():
+            param.grad = None
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         """(k, n, obs) as each member's networks see them (normalised and clipped)."""
@@ -64,20 +74,29 @@ class StackedPolicy:
         """Values (k, n)."""
         return _run(self.critic, x)[..., 0]
 
-    def entropy(self, mean_over_dimensions: bool) -> torch.Tensor:
-        """Each member's entropy bonus (k,): summed, or ML-Agents' mean over dimensions."""
+    def entropy(
+        self, mean_over_dimensions: bool, log_std: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Each member's entropy bonus (k,): summed, or ML-Agents' mean over dimensions; of
+        `log_std` ((k, ..., actions), a view of the stack's) where given."""
+        log_std = self.log_std if log_std is None else log_std
         if mean_over_dimensions:
-            variance = torch.exp(2.0 * self.log_std)
-            return (0.5 * torch.log(2.0 * torch.pi * torch.e * variance + MLAGENTS_EPSILON)).mean(
-                -1
-            )
-        return (0.5 * (1.0 + LOG_2PI) + self.log_std).sum(-1)
+            variance = torch.exp(2.0 * log_std)
+            entropy = (
+                0.5 * torch.log(2.0 * torch.pi * torch.e * variance + MLAGENTS_EPSILON)
+            ).mean(-1)
+        else:
+            entropy = (0.5 * (1.0 + LOG_2PI) + log_std).sum(-1)
+        return entropy.reshape(self.k)
 
     @torch.no_grad()
     def act(
         self, obs: torch.Tensor, generators: Sequence[torch.Generator]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every member's sampled actions, log-probabilities and values for (k, n, obs)."""
+        if self.k == 1:
+            action, log_prob, value = self.frozen(0).act(obs[0], generators[0])
+            return action[None], log_prob[None], value[None]
         x = self.features(obs)
         mean, value = self.mean_from(x), self.value_from(x)
         shape = mean.shape[1:]
@@ -96,14 +115,27 @@ class StackedPolicy:
     @torch.no_grad()
     def member_value(self, i: int, obs: torch.Tensor) -> torch.Tensor:
         """Member i's V(s) of (batch, obs), (batch,)."""
+        if self.k == 1:
+            return self.frozen(0).value(obs)
         member = self.members(slice(i, i + 1))
         return member.value_from(member.features(obs[None]))[0]
+
+    def frozen(self, i: int) -> FrozenPolicy:
+        """Member i's current weights packed for acting alone, as a single network acts."""
+        every = {**self.params, **self.buffers}
+        return FrozenPolicy({key: every[key][i] for key in self.keys}, self.normalize, self.epsilon)
+
+    def member(self, i: int) -> Member:
+        """Member i as one policy: views of its weights, which it reads and moves in place."""
+        return Member(self, i)
 
     @torch.no_grad()
     def values(self, obs: torch.Tensor) -> torch.Tensor:
         """Values (k, n) of a whole buffer's (k, n, obs), by pieces of 2 or 3 members and ROWS
         rows whose activations stay in the cache (the same bits as one pass)."""
         k, n = obs.shape[:2]
+        if k == 1:
+            return self.frozen(0).value(obs[0])[None]
         out = torch.empty(k, n, device=obs.device, dtype=obs.dtype)
         for part in pieces(k, 2):
             piece = self.members(part)
@@ -111,11 +143,11 @@ class StackedPolicy:
                 out[part, r : r + ROWS] = piece.value_from(piece.features(obs[part, r : r + ROWS]))
         return out
 
-    def members(self, part: slice, leaves: bool = False) -> StackedPolicy:
+    def members(self, part: slice, leaves: bool = False) -> PolicyStack:
         """The members in `part` as a stacked policy of views of these weights; `leaves`: each
         view a leaf whose gradient is a view of the stacked gradient, which a backward adds to
         in place (it must exist), instead of a stacked-size gradient per backward."""
-        view = object.__new__(StackedPolicy)
+        view = object.__new__(PolicyStack)
         view.keys, view.normalize, view.epsilon = self.keys, self.normalize, self.epsilon
         view.buffers = {key: value[part] for key, value in self.buffers.items()}
         view.params = {key: value[part] for key, value in self.params.items()}
@@ -137,12 +169,12 @@ class StackedPolicy:
         n = obs.shape[1]
         batch_mean = obs.mean(1)
         batch_var = obs.var(1, unbiased=False)
-        total = count + n
+        total = (count + n)[:, None]
         delta = batch_mean - mean
-        mean += delta * (n / total)[:, None]
-        spread = delta.square() * (count * n / total)[:, None]
-        var.copy_((var * count[:, None] + batch_var * n + spread) / total[:, None])
-        count.copy_(total)
+        mean += delta * per_count(n, total)
+        before = count[:, None]
+        var.copy_((var * before + batch_var * n + delta.square() * before * n / total) / total)
+        count.copy_(total[:, 0])
 
     def weights(self, i: int) -> Weights:
         """Member i's state_dict, on the CPU, as `Policy.state_dict()` orders it."""
@@ -180,5 +212,52 @@ def _run(layers: Layers, x: torch.Tensor) -> torch.Tensor:
     """The MLP on (k, n, inputs): SiLU between the layers, none after the last."""
     *hidden, (weight, bias) = layers
     for w, b in hidden:
-        x = F.silu(torch.baddbmm(b[:, None], x, w.transpose(1, 2)))
-    return torch.baddbmm(bias[:, None], x, weight.transpose(1, 2))
+        x = F.silu(linear(x, w, b))
+    return linear(x, weight, bias)
+
+
+class Member:
+    """Member i of a stack as one policy of (batch, ...) tensors: what a collector that steps
+    one environment, the pieces' normaliser and a game's ghost read and move."""
+
+    def __init__(self, stack: PolicyStack, i: int) -> None:
+        self.stack, self.i = stack, i
+        self.view = stack.members(slice(i, i + 1))
+        self.normalize, self.epsilon = stack.normalize, stack.epsilon
+        self.mean, self.var, self.count = (stack.buffers[key][i] for key in NORMALIZER)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are."""
+        return self.stack.device
+
+    @property
+    def log_std(self) -> torch.Tensor:
+        """(actions,)."""
+        return self.view.log_std[0]
+
+    def frozen(self) -> FrozenPolicy:
+        """The member's current weights packed for acting."""
+        return self.stack.frozen(self.i)
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """(batch, obs) as the member's networks see them."""
+        return self.view.features(obs[None])[0]
+
+    def mean_from(self, x: torch.Tensor) -> torch.Tensor:
+        """Action means (batch, actions) of features `x`."""
+        return self.view.mean_from(x[None])[0]
+
+    def value_from(self, x: torch.Tensor) -> torch.Tensor:
+        """Values (batch,) of features `x`."""
+        return self.view.value_from(x[None])[0]
+
+    @torch.no_grad()
+    def prime(self, prior: int) -> None:
+        """A fresh normaliser starts from `prior` observations (Normalizer.prime)."""
+        if prior > 0 and float(self.count) == 0.0:
+            self.count.fill_(float(prior))
+
+    def weights(self) -> Weights:
+        """The member's state_dict on the CPU."""
+        return self.stack.weights(self.i)

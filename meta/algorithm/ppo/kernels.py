@@ -1,0 +1,55 @@
+"""The kernels that differ between a stack of one training and a stack of several.
+
+Everything above this module is written once, over a leading stack axis of k members. A stack
+of one keeps the kernels a single network is fastest with and whose bits the harness has always
+given (`F.linear`, i.e. `addmm`, torch.optim's fused Adam, `clip_grad_norm_`); a stack of
+several uses batched products (`baddbmm`) and per-member clips. Each member's bits are the same
+in any stack of two or more; a stack of one rounds as a single network does, and the runtime
+never cuts a stack so that one member of several trains alone (meta.runtime.batched.units).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """x W^T + b of every member: (k, n, in), (k, out, in), (k, out) -> (k, n, out)."""
+    if weight.shape[0] == 1:
+        return F.linear(x[0], weight[0], bias[0]).unsqueeze(0)
+    return torch.baddbmm(bias[:, None], x, weight.transpose(1, 2))
+
+
+def clip_grad_norms(params: list[torch.Tensor], max_norm: float) -> None:
+    """Scale each member's gradients to a global norm of at most `max_norm`."""
+    grads = [p.grad for p in params if p.grad is not None]
+    k = grads[0].shape[0]
+    if k == 1:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+        return
+    # summed gradient by gradient, not as one reduction over a (gradients, k) stack: how that
+    # reduction groups its additions depends on k, and a member's norm must not
+    squares = grads[0].reshape(k, -1).square().sum(1)
+    for g in grads[1:]:
+        squares = squares + g.reshape(k, -1).square().sum(1)
+    coef = torch.clamp(max_norm / (squares.sqrt() + 1e-6), max=1.0)
+    torch._foreach_mul_(grads, [coef.view(k, *([1] * (g.ndim - 1))) for g in grads])
+
+
+def times(factors: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Each member's factor (k,) in float64 times its x (k,).
+
+    A single network's scalar loss times a Python number rounds as torch rounds two numbers
+    (0-dimensional tensors), not as it rounds a vector times a scalar.
+    """
+    if x.shape[0] == 1:
+        return (factors[0].item() * x[0]).unsqueeze(0)
+    return factors.to(x.dtype) * x
+
+
+def per_count(n: int, total: torch.Tensor) -> torch.Tensor:
+    """n / total of each member's (k, 1) counts, rounded as a single normaliser's (0-dim)."""
+    if total.shape[0] == 1:
+        return n / total.reshape(())
+    return n / total

@@ -1,1 +1,0 @@
-"""Many trainings as one: k policies stacked on a leading axis, trained in lockstep."""
