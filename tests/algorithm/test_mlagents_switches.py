@@ -12,13 +12,15 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import Minibatch, clipped_policy_loss, gradient_step, make_optimizer
-from meta.algorithm.ppo.optim import SGD, Adam, Optimizer
-from meta.algorithm.ppo.policy import Normalizer, Policy, gaussian_log_prob, make_policy
-from meta.algorithm.ppo.rollout import Collector
-from meta.algorithm.ppo.train import PPORun, policy_for, train
-from meta.algorithm.ppo.update import _minibatches, buffer_normalised, dimension_log_probs
+from meta.algorithm.ppo.loss import clipped_policy_loss
+from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.optim import SGD, Adam, Optimizer, StackOptimizer
+from meta.algorithm.ppo.pieces import dimension_log_probs
+from meta.algorithm.ppo.policy import Normalizer, Policy, gaussian_log_prob, make_policy, policy_for
+from meta.algorithm.ppo.rollout import Collector, Rollout
+from meta.algorithm.ppo.update import flat_buffer, minibatches
 from meta.observe.tags import LEARNING_RATE, POLICY_LOSS
+from tests.algorithm.stacking import BATCH_KEYS, batch_of, optimizer_for, stack_of, step, train_one
 
 NETWORK = NetworkConfig(hidden_units=16, num_layers=1)
 SMALL = PPOConfig(batch_size=128, buffer_size=256, max_steps=768, num_epoch=2, time_horizon=16)
@@ -32,16 +34,22 @@ def _policy() -> Policy:
 
 
 def test_per_dimension_ratio_clips_each_dimension_and_averages() -> None:
-    old = torch.zeros(2, 2)
-    new = torch.log(torch.tensor([[1.5, 0.9], [1.5, 0.5]]))
-    adv = torch.tensor([1.0, -2.0])
+    ratio = torch.tensor([[[1.5, 0.9], [1.5, 0.5]]])  # (k=1, B=2, actions=2)
+    adv = torch.tensor([[1.0, -2.0]])
+    low, high = torch.tensor([[0.8]]), torch.tensor([[1.2]])
     # sample 1: min(1.5, 1.2) = 1.2 and min(0.9, 0.9) = 0.9; sample 2 (A = -2):
     # min(-3, -2.4) = -3 and min(-1, -1.6) = -1.6; the mean of the four, negated
     expected = -(1.2 + 0.9 - 3.0 - 1.6) / 4
-    assert clipped_policy_loss(new, old, adv, 0.2).item() == pytest.approx(expected)
+    assert clipped_policy_loss(ratio, adv, low, high).item() == pytest.approx(expected)
     # the joint ratios, 1.35 and 0.75: min(1.35, 1.2) = 1.2 and min(-1.5, -1.6) = -1.6
-    joint = clipped_policy_loss(new.sum(-1), old.sum(-1), adv, 0.2).item()
+    joint = clipped_policy_loss(ratio.prod(-1), adv, low, high).item()
     assert joint == pytest.approx(-(1.2 - 1.6) / 2)
+    # in a stack of three, each member's own: the second's advantages negated (A = -1, 2):
+    # min(-1.5, -1.2) = -1.5, min(-0.9, -0.9) = -0.9, min(3, 2.4) = 2.4, min(1, 1.6) = 1
+    three = clipped_policy_loss(
+        ratio.repeat(3, 1, 1), torch.cat([adv, -adv, adv]), low.repeat(3, 1), high.repeat(3, 1)
+    )
+    assert three.tolist() == pytest.approx([expected, -(-1.5 - 0.9 + 2.4 + 1.0) / 4, expected])
 
 
 def test_mean_entropy_is_mlagents_over_dimensions() -> None:
@@ -52,39 +60,70 @@ def test_mean_entropy_is_mlagents_over_dimensions() -> None:
     by_hand = (0.5 * math.log(two_pi_e + 1e-7) + 0.5 * math.log(4.0 * two_pi_e + 1e-7)) / 2
     assert policy.mean_entropy().item() == pytest.approx(by_hand, rel=1e-6)
     assert policy.entropy().item() == pytest.approx(math.log(two_pi_e) + math.log(2.0), rel=1e-6)
+    # a stack's members, this policy and one of log std 0 (each dimension 0.5 log(2 pi e))
+    other = _policy()
+    with torch.no_grad():
+        other.log_std.zero_()
+    zero = 0.5 * math.log(two_pi_e + 1e-7)
+    assert stack_of(policy, other).entropy(True).tolist() == pytest.approx([by_hand, zero])
+    assert stack_of(policy).entropy(True).tolist() == pytest.approx([by_hand], rel=1e-6)
+
+
+def _rollout_of(advantages: list[float]) -> Rollout:
+    """A buffer of one agent whose GAE advantages are `advantages` at gamma 0 (rewards, values
+    0): rows that say their index in every other column."""
+    n = len(advantages)
+    index = torch.arange(float(n))[:, None]
+    return Rollout(
+        obs=index[..., None].repeat(1, 1, 3),
+        actions=index[..., None].repeat(1, 1, 2),
+        log_probs=index,
+        values=torch.zeros(n, 1),
+        rewards=torch.tensor(advantages)[:, None],
+        next_values=torch.zeros(n, 1),
+        boundaries=torch.ones(n, 1),
+    )
 
 
 def test_buffer_normalisation_is_population_std_once_before_the_epochs() -> None:
-    adv = torch.tensor([1.0, 2.0, 3.0, 4.0])
-    # mean 2.5, population variance 1.25
-    expected = (adv - 2.5) / (math.sqrt(1.25) + 1e-10)
-    torch.testing.assert_close(buffer_normalised(adv), expected)
-    n = 256
-    buffer = Minibatch(
-        *(torch.arange(float(n)).unsqueeze(-1).repeat(1, k) for k in (3, 2)),
-        *(torch.arange(float(n)) for _ in range(4)),
+    cfg = dataclasses.replace(SMALL, advantage_normalization="buffer", gamma=0.0)
+    policy = PolicyStack([make_policy(3, 2, NETWORK, 0).state_dict()] * 2, False, 1e-8, "cpu")
+    buffer, _ = flat_buffer(
+        policy, [_rollout_of([1.0, 2.0, 3.0, 4.0]), _rollout_of([2, 4, 6, 8])], cfg
     )
-    cfg = dataclasses.replace(SMALL, advantage_normalization="buffer")
-    for batch in _minibatches(buffer, cfg, torch.Generator().manual_seed(0)):
+    # mean 2.5, population variance 1.25; each member its own: the second's mean 5, variance 5
+    expected = (torch.tensor([1.0, 2.0, 3.0, 4.0]) - 2.5) / (math.sqrt(1.25) + 1e-10)
+    torch.testing.assert_close(buffer["advantages"][0], expected)
+    torch.testing.assert_close(buffer["advantages"][1], expected)
+    n = 256
+    rows = {
+        key: torch.arange(float(n)).reshape(1, n, *([1] * (key in ("features", "actions"))))
+        for key in BATCH_KEYS
+    }
+    rows["features"], rows["actions"] = (
+        rows["features"].repeat(1, 1, 3),
+        rows["actions"].repeat(1, 1, 2),
+    )
+    generators = [torch.Generator().manual_seed(0)]
+    for batch in minibatches(rows, cfg, generators, n):
         # rows are left as given: each row's advantage is still its index
-        torch.testing.assert_close(batch.advantages, batch.returns)
-    per_minibatch = next(_minibatches(buffer, SMALL, torch.Generator().manual_seed(0)))
-    assert per_minibatch.advantages.mean().abs().item() < 1e-5
+        torch.testing.assert_close(batch["advantages"], batch["returns"])
+    per_minibatch = next(minibatches(rows, SMALL, [torch.Generator().manual_seed(0)], n))
+    assert per_minibatch["advantages"].mean().abs().item() < 1e-5
 
 
 def test_adam_epsilon_is_the_configured_one() -> None:
-    policy = _policy()
-    assert make_optimizer(policy, 3e-4, "adam", 1e-8).group["eps"] == 1e-8
-    env = envs.make("FindTarget", num_areas=8, seed=0)
-    optimizer, _, _ = PPORun(env, policy, dataclasses.replace(SMALL, adam_epsilon=1e-8), 0).begin()
-    env.close()
-    assert optimizer.group["eps"] == 1e-8
+    cfg = dataclasses.replace(SMALL, adam_epsilon=1e-8)
+    one = optimizer_for(stack_of(_policy()), cfg)  # a training's own (train.make_optimizer)
+    assert one.single is not None and one.single.group["eps"] == 1e-8
+    three = optimizer_for(stack_of(_policy(), _policy(), _policy()), cfg)
+    assert three.single is None and three.eps == 1e-8
+    assert optimizer_for(stack_of(_policy()), SMALL).single.group["eps"] == 1e-7  # type: ignore[union-attr]
 
 
 def test_after_buffer_timing_reads_the_schedule_after_the_buffers_steps() -> None:
     seen: list[int] = []
     env = envs.make("FindTarget", num_areas=8, seed=0)
-    updates: list[dict[str, float]] = []
 
     def schedule(steps: int) -> Hyper:
         seen.append(steps)
@@ -92,9 +131,9 @@ def test_after_buffer_timing_reads_the_schedule_after_the_buffers_steps() -> Non
 
     cfg = dataclasses.replace(SMALL, schedule_timing="after_buffer")
     policy = policy_for(env, NETWORK)
-    train(PPORun(env, policy, cfg, 0, schedule=schedule, on_update=lambda _, u: updates.append(u)))
+    updates = train_one(env, policy, cfg, 0, schedule=schedule).updates
     env.close()
-    assert seen[1::2] == [256, 512, 768]
+    assert {256, 512, 768} <= set(seen)
     assert [u[LEARNING_RATE] for u in updates] == [1e-3 * (1 + s) for s in (256, 512, 768)]
 
 
@@ -117,13 +156,33 @@ def test_normaliser_prior_is_mlagents_one_observation_at_mean_0_variance_1() -> 
     assert (fresh.count.item(), fresh.mean.item(), fresh.var.item()) == (2.0, 3.0, 1.0)
 
 
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_stacks_normalisers_take_the_prior_and_their_own_observations(k: int) -> None:
+    # member i sees (2, 4) times s = 1 + i after the prior (1 observation, mean 0, variance 1):
+    # count 3, mean 6 s / 3 = 2 s, variance (1 + 2 s^2 + (3 s)^2 * 2 / 3) / 3 = (1 + 8 s^2) / 3
+    # (3, as above, for s = 1); a member that has statistics already keeps its count
+    policy = make_policy(1, 2, dataclasses.replace(NETWORK, normalize=True), 0)
+    stack = PolicyStack([policy.state_dict()] * k, True, 1e-8, "cpu")
+    scale = torch.arange(1.0, k + 1.0)[:, None, None]
+    stack.update_normalizer(torch.tensor([[[2.0], [4.0]]]) * scale, prior=1)
+    count, mean, var = (stack.buffers[f"normalizer.{n}"] for n in ("count", "mean", "var"))
+    assert count.tolist() == [3.0] * k
+    assert mean[:, 0].tolist() == pytest.approx([2.0 * (1 + i) for i in range(k)])
+    assert var[:, 0].tolist() == pytest.approx([(1 + 8 * (1 + i) ** 2) / 3 for i in range(k)])
+    stack.update_normalizer(torch.zeros(k, 1, 1), prior=1)  # no prior again
+    assert stack.buffers["normalizer.count"].tolist() == [4.0] * k
+    member = stack.member(k - 1)
+    member.prime(5)
+    assert float(member.count) == 4.0
+
+
 def test_per_dimension_log_probs_are_the_acting_policys_and_sum_to_its_joint() -> None:
     env = envs.make("FindTarget", num_areas=8, seed=1)
     policy = policy_for(env, NETWORK, 0)
     collector = Collector(env, BEHAVIOR_NAME, policy, torch.Generator().manual_seed(0), 16)
     rollout = collector.collect(32)
     env.close()
-    per_dimension = dimension_log_probs(policy, rollout).log_probs
+    per_dimension = dimension_log_probs(stack_of(policy).member(0), rollout).log_probs
     assert per_dimension.shape == (32, 8, 2)
     torch.testing.assert_close(per_dimension.sum(-1), rollout.log_probs, rtol=1e-5, atol=1e-5)
 
@@ -137,13 +196,16 @@ def test_absolute_policy_loss_stat_reports_its_size() -> None:
         old = gaussian_log_prob(actions, policy.mean_from(x), policy.log_std)
     values = torch.zeros(n)
     adv = torch.ones(n)
-    batch = Minibatch(x, actions, old, values, adv, values)
-    signed = gradient_step(policy, make_optimizer(policy, 1e-9), batch, SMALL, 0.2, 0.0)
+    batch = batch_of(x, actions, old, values, adv, values)
+    hyper = [Hyper(1e-9, 0.0, 0.2)]
+    stack = stack_of(policy)
+    signed = step(stack, optimizer_for(stack, SMALL), batch, SMALL, hyper)
     absolute_cfg = dataclasses.replace(SMALL, policy_loss_stat="absolute")
-    absolute = gradient_step(policy, make_optimizer(policy, 1e-9), batch, absolute_cfg, 0.2, 0.0)
+    stack = stack_of(policy)
+    absolute = step(stack, optimizer_for(stack, SMALL), batch, absolute_cfg, hyper)
     # old log-probabilities are the policy's own: ratio 1, loss -mean(A) = -1
-    assert signed[0] == pytest.approx(-1.0)
-    assert absolute[0] == pytest.approx(1.0)
+    assert signed[0, 0].item() == pytest.approx(-1.0)
+    assert absolute[0, 0].item() == pytest.approx(1.0)
 
 
 def test_the_preset_trains_with_every_switch() -> None:
@@ -160,7 +222,7 @@ def test_the_preset_trains_with_every_switch() -> None:
         policy_loss_stat="absolute",
     )
     policy = policy_for(env, NetworkConfig(hidden_units=16, num_layers=1, normalize=True))
-    stats = train(PPORun(env, policy, cfg, 0))
+    stats = train_one(env, policy, cfg, 0).stats
     env.close()
     assert stats["updates"] == 3 and stats[POLICY_LOSS] >= 0.0
     assert policy.normalizer.count.item() == 768 + 1
@@ -209,12 +271,41 @@ def test_action_scale_steps_the_mean_layer_as_mlagents_units_would(kind: str) ->
     assert not torch.equal(w.detach(), p.detach())
 
 
-def test_action_scale_reaches_only_the_mean_layer() -> None:
-    policy = _policy()
-    optimizer = make_optimizer(policy, 3e-4, "adam", 1e-8, 3.0)
-    mean_layer = {id(policy.actor[-1].weight), id(policy.actor[-1].bias)}
-    assert optimizer.scaled == mean_layer and optimizer.scale == 3.0
-    assert make_optimizer(policy, 3e-4).scaled == set()
+def test_a_stack_steps_its_scaled_mean_layers_as_mlagents_units_would() -> None:
+    # each member of a stack of three as torch's own optimizer on p = 3 w, to rounding
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(3, 16, 4, generator=g), torch.randn(3, 16, generator=g)
+    w = torch.nn.Parameter(0.1 * torch.randn(3, 4, generator=g))
+    p = [torch.nn.Parameter(3.0 * w.detach()[i].clone()) for i in range(3)]
+    ours = StackOptimizer([w], "adam", 1e-8, [w], 3.0)
+    theirs = [torch.optim.Adam([q], lr=1e-2 * (1 + i), eps=1e-8) for i, q in enumerate(p)]
+    for _ in range(5):
+        w.grad = None
+        ((torch.einsum("kni,ki->kn", x, w) - y).square().mean(1)).sum().backward()
+        ours.step([1e-2 * (1 + i) for i in range(3)])
+        for i, (q, opt) in enumerate(zip(p, theirs, strict=True)):
+            opt.zero_grad()
+            ((x[i] @ q) / 3.0 - y[i]).square().mean().backward()
+            opt.step()
+    for i in range(3):
+        torch.testing.assert_close(w.detach()[i], p[i].detach() / 3.0, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_action_scale_reaches_only_the_mean_layer(k: int) -> None:
+    policy = stack_of(*[_policy()] * k)
+    optimizer = optimizer_for(
+        policy, dataclasses.replace(SMALL, adam_epsilon=1e-8, action_scale=3.0)
+    )
+    *_, (weight, bias) = policy.actor
+    mean_layer = {id(weight), id(bias)}
+    scaled = {key for key, scale in optimizer.scale_of.items() if scale != 1.0}
+    assert scaled == mean_layer and {optimizer.scale_of[key] for key in scaled} == {3.0}
+    assert {s for s in optimizer_for(policy, SMALL).scale_of.values()} == {1.0}
+    if k == 1:
+        assert optimizer.single is not None
+        assert optimizer.single.scaled == mean_layer and optimizer.single.scale == 3.0
+        assert optimizer_for(policy, SMALL).single.scaled == set()  # type: ignore[union-attr]
 
 
 def test_normaliser_epsilon_zero_divides_by_the_standard_deviation_itself() -> None:
@@ -232,6 +323,8 @@ def test_normaliser_epsilon_zero_divides_by_the_standard_deviation_itself() -> N
         expected = 1e-4 / math.sqrt(4e-8 + epsilon)
         torch.testing.assert_close(normalizer(obs), torch.full_like(obs, expected))
         torch.testing.assert_close(policy.frozen().features(obs), normalizer(obs))
+        stack = PolicyStack([policy.state_dict()] * 2, True, epsilon, "cpu")
+        torch.testing.assert_close(stack.features(obs.expand(2, *obs.shape))[1], normalizer(obs))
 
 
 def test_mlagents_initialization_draws_its_layers_at_mlagents_scales() -> None:

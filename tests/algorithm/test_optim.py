@@ -16,17 +16,25 @@ import torch
 
 import envs
 from meta.algorithm.ppo import optim
-from meta.algorithm.ppo.config import NetworkConfig
-from meta.algorithm.ppo.loss import ADAM_EPS, make_optimizer
-from meta.algorithm.ppo.optim import SGD, Adam
-from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.loss import ADAM_EPS
+from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.optim import SGD, Adam, Optimizer, StackOptimizer, optimizer_steps
+from meta.algorithm.ppo.policy import Policy, policy_for
+from tests.algorithm.stacking import optimizer_for, stack_of
 
 Make = Callable[[Policy, float], object]
 TORCH: dict[str, Make] = {
     "adam": lambda p, lr: torch.optim.Adam(p.parameters(), lr=lr, eps=ADAM_EPS, fused=True),
     "sgd": lambda p, lr: torch.optim.SGD(p.parameters(), lr=lr),
 }
+
+
+def make_optimizer(model: Policy, lr: float, kind: str = "adam") -> Optimizer:
+    """What a single training steps with: fused Adam at ADAM_EPS, or plain SGD."""
+    if kind == "sgd":
+        return SGD(model.parameters(), lr=lr)
+    return Adam(model.parameters(), lr=lr, eps=ADAM_EPS, fused=True)
 
 
 def policy(seed: int = 3) -> Policy:
@@ -107,7 +115,7 @@ def test_an_inner_training_never_imports_torch_dynamo() -> None:
         "from meta.algorithm.request import TrainRequest\n"
         "from meta.algorithm.training import train\n"
         "from meta.algorithm.ppo.config import NetworkConfig, PPOConfig\n"
-        "from meta.algorithm.ppo.train import policy_for\n"
+        "from meta.algorithm.ppo.policy import policy_for\n"
         "env, net = envs.make('FindTarget', num_areas=4, seed=0), NetworkConfig(16)\n"
         "cfg = PPOConfig(max_steps=256, buffer_size=128, batch_size=64, num_epoch=1)\n"
         "train(TrainRequest((), policy_for(env, net).state_dict(), 0, cfg, net), env)\n"
@@ -139,3 +147,128 @@ def test_the_private_step_functions_take_exactly_the_arguments_optim_passes(name
     positional = [p.name for p in params[: len(call.args)]]
     assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params[: len(call.args)]), positional
     assert {k.arg for k in call.keywords} == {p.name for p in params[len(call.args) :]}
+
+
+def stack_steps(stack: PolicyStack, optimizer: StackOptimizer, count: int, first: int = 0) -> None:
+    """`steps` for every member of a stack: member i at learning rate (1 + i) times member 0's
+    (log_std unused)."""
+    for i in range(first, first + count):
+        features = torch.randn(64, 10, generator=torch.Generator().manual_seed(i))
+        x = features.expand(stack.k, 64, 10)
+        optimizer.zero_grad()
+        loss = stack.mean_from(x).square().sum() + stack.value_from(x).sum()
+        loss.backward()
+        stack.params["log_std"].grad = None
+        optimizer.step([(1 + m) * 1e-3 / (1 + i) for m in range(stack.k)])
+
+
+def _scaled_steps(model: Policy, optimizer: object, count: int, factor: float) -> None:
+    """`steps` at `factor` times their learning rates."""
+    for i in range(count):
+        features = torch.randn(64, 10, generator=torch.Generator().manual_seed(i))
+        optimizer.zero_grad()  # type: ignore[attr-defined]
+        loss = model.mean_from(features).square().sum() + model.value_from(features).sum()
+        loss.backward()
+        for group in optimizer.param_groups:  # type: ignore[attr-defined]
+            group["lr"] = factor * 1e-3 / (1 + i)
+        optimizer.step()  # type: ignore[attr-defined]
+
+
+STACK_TOLERANCE = 1e-6
+"""max |Δ| after 5 steps between a member of a stack of several and torch.optim alone: the
+stack's foreach formulas round differently from the fused kernel (and the batched products
+from addmm)."""
+
+
+@pytest.mark.parametrize("kind", ["adam", "sgd"])
+def test_a_stack_of_one_steps_as_torch_optim_bit_for_bit_and_of_three_to_rounding(
+    kind: str,
+) -> None:
+    cfg = PPOConfig(optimizer=kind, adam_epsilon=ADAM_EPS)
+    one = stack_of(policy())
+    optimizer = optimizer_for(one, cfg)
+    stack_steps(one, optimizer, 5)
+    alone = policy()
+    theirs = TORCH[kind](alone, 1e-3)
+    steps(alone, theirs, 5)
+    assert all(torch.equal(one.weights(0)[k], v) for k, v in alone.state_dict().items())
+    assert_same_state(optimizer.member_state(0, 1e-3 / 5), theirs.state_dict())  # type: ignore[attr-defined]
+    three = stack_of(policy(), policy(4), policy(5))
+    optimizer = optimizer_for(three, cfg)
+    stack_steps(three, optimizer, 5)
+    for i, seed in enumerate((3, 4, 5)):
+        alone = policy(seed)
+        theirs = TORCH[kind](alone, 1e-3)
+        _scaled_steps(alone, theirs, 5, 1 + i)
+        for key, value in alone.state_dict().items():
+            torch.testing.assert_close(three.weights(i)[key], value, rtol=0, atol=STACK_TOLERANCE)
+        state = optimizer.member_state(i, (1 + i) * 1e-3 / 5)
+        want = theirs.state_dict()  # type: ignore[attr-defined]
+        assert state["param_groups"] == want["param_groups"]
+        assert optimizer_steps(state) == optimizer_steps(want) == (5 if kind == "adam" else 0)
+        for index, slots in want["state"].items():
+            for name, value in slots.items():
+                torch.testing.assert_close(
+                    state["state"][index][name], value, rtol=1e-5, atol=STACK_TOLERANCE
+                )
+
+
+def test_a_stack_continues_each_members_state_at_its_own_step_count() -> None:
+    # member 0 continues an optimizer of 3 steps, member 1 one of 1 step, member 2 a fresh one;
+    # each continues as torch.optim would from that state, to rounding; a stack of one as
+    # torch.optim, bit for bit
+    cfg = PPOConfig(adam_epsilon=ADAM_EPS)
+    before: list[tuple[Policy, dict | None]] = []
+    for seed, taken in ((3, 3), (4, 1), (5, 0)):
+        model = policy(seed)
+        state = None
+        if taken:
+            first = TORCH["adam"](model, 1e-3)
+            steps(model, first, taken)
+            state = copy.deepcopy(first.state_dict())  # type: ignore[attr-defined]
+        before.append((model, state))
+    stack = stack_of(*(m for m, _ in before))
+    optimizer = optimizer_for(stack, cfg)
+    optimizer.load([s for _, s in before])
+    assert optimizer.steps == [3, 1, 0]
+    stack_steps(stack, optimizer, 3, first=3)
+    assert optimizer.steps == [6, 4, 3]
+    for i, (model, state) in enumerate(before):
+        alone = policy()
+        alone.load_state_dict(model.state_dict())
+        theirs = TORCH["adam"](alone, 1e-3)
+        if state is not None:
+            theirs.load_state_dict(copy.deepcopy(state))  # type: ignore[attr-defined]
+        for j in range(3, 6):
+            features = torch.randn(64, 10, generator=torch.Generator().manual_seed(j))
+            theirs.zero_grad()
+            (alone.mean_from(features).square().sum() + alone.value_from(features).sum()).backward()
+            for group in theirs.param_groups:
+                group["lr"] = (1 + i) * 1e-3 / (1 + j)
+            theirs.step()
+        for key, value in alone.state_dict().items():
+            torch.testing.assert_close(stack.weights(i)[key], value, rtol=0, atol=STACK_TOLERANCE)
+        assert optimizer_steps(optimizer.member_state(i, 1e-3)) == optimizer_steps(
+            theirs.state_dict()  # type: ignore[attr-defined]
+        )
+    one = stack_of(before[0][0])
+    single = optimizer_for(one, cfg)
+    single.load([before[0][1]])
+    stack_steps(one, single, 3, first=3)
+    alone = policy()
+    alone.load_state_dict(before[0][0].state_dict())
+    theirs = TORCH["adam"](alone, 1e-3)
+    theirs.load_state_dict(copy.deepcopy(before[0][1]))  # type: ignore[attr-defined]
+    steps(alone, theirs, 3, first=3)
+    assert all(torch.equal(one.weights(0)[k], v) for k, v in alone.state_dict().items())
+
+
+def test_an_optimizer_state_of_mixed_step_counts_is_refused() -> None:
+    model = policy()
+    first = TORCH["adam"](model, 1e-3)
+    steps(model, first, 2)
+    state = copy.deepcopy(first.state_dict())  # type: ignore[attr-defined]
+    assert optimizer_steps(state) == 2 and optimizer_steps(None) == 0
+    state["state"][next(iter(state["state"]))]["step"] = torch.tensor(5.0)
+    with pytest.raises(ValueError, match=r"took \[2, 5\] steps"):
+        optimizer_steps(state)

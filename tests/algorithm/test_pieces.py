@@ -10,13 +10,19 @@ import torch
 
 import envs
 from envs.constants import BEHAVIOR_NAME
+from envs.interface import AgentEnvironment
 from meta.algorithm.ppo import train as ppo_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.pieces import PieceCollector, time_slice
-from meta.algorithm.ppo.policy import gaussian_log_probs
-from meta.algorithm.ppo.rollout import Collector, Rollout, StepHook
-from meta.algorithm.ppo.train import PPORun, policy_for, train
-from meta.algorithm.ppo.update import dimension_log_probs
+from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs, time_slice
+from meta.algorithm.ppo.policy import gaussian_log_probs, policy_for
+from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout, StepHook
+from meta.algorithm.reptile import Task
+from meta.algorithm.request import TrainRequest
+from meta.algorithm.selfplay.config import SelfPlayConfig
+from meta.algorithm.selfplay.trainer import GameSession
+from meta.algorithm.training import stack_key
+from tests.algorithm.stacking import stack_of, train_one
 
 NETWORK = NetworkConfig(hidden_units=16, num_layers=1)
 TASK = {"max_step": 23, "target_radius": 2.5, "agent_speed": 1.5}
@@ -31,9 +37,14 @@ PIECES = PPOConfig(
 )
 
 
+def _member(env: AgentEnvironment, network: NetworkConfig, seed: int) -> Member:
+    """A fresh policy as the member of a stack of one, as a training collects with it."""
+    return stack_of(policy_for(env, network, seed)).member(0)
+
+
 def _collector(seed: int = 0) -> tuple[Collector, PieceCollector]:
     env = envs.make("FindTarget", num_areas=6, seed=seed, **TASK)
-    policy = policy_for(env, NETWORK, seed)
+    policy = _member(env, NETWORK, seed)
     collector = Collector(env, BEHAVIOR_NAME, policy, torch.Generator().manual_seed(seed), 16)
     return collector, PieceCollector(collector, policy, PIECES)
 
@@ -105,16 +116,16 @@ def test_a_pieces_training_is_deterministic_and_updates_on_its_buffers(
     sizes: list[int] = []
     update = ppo_train.ppo_update
 
-    def spy(policy, optimizer, rollout, *args, **kwargs):
-        sizes.append(rollout.num_steps)
-        return update(policy, optimizer, rollout, *args, **kwargs)
+    def spy(policy, optimizer, rollouts, *args, **kwargs):
+        sizes.append(rollouts[0].num_steps)
+        return update(policy, optimizer, rollouts, *args, **kwargs)
 
     monkeypatch.setattr(ppo_train, "ppo_update", spy)
     weights, stats = [], []
     for _ in range(2):
         env = envs.make("FindTarget", num_areas=6, seed=3, max_step=23)
         policy = policy_for(env, NETWORK, 3)
-        stats.append(train(PPORun(env, policy, PIECES, 3)))
+        stats.append(train_one(env, policy, PIECES, 3).stats)
         weights.append(policy.state_dict())
     first = sizes[: len(sizes) // 2]
     assert all(size > PIECES.buffer_size for size in first)
@@ -126,7 +137,8 @@ def test_a_pieces_training_is_deterministic_and_updates_on_its_buffers(
 
 def test_per_dimension_log_probs_of_carried_steps_stay_those_of_the_policy_that_acted() -> None:
     env = envs.make("FindTarget", num_areas=6, seed=4, **TASK)
-    policy = policy_for(env, dataclasses.replace(NETWORK, normalize=False), 4)
+    stack = stack_of(policy_for(env, dataclasses.replace(NETWORK, normalize=False), 4))
+    policy = stack.member(0)
     collector = Collector(env, BEHAVIOR_NAME, policy, torch.Generator().manual_seed(4), 16)
     pieces = PieceCollector(collector, policy, dataclasses.replace(PIECES, ratio="per_dimension"))
     first = _until_carried(pieces)
@@ -134,7 +146,7 @@ def test_per_dimension_log_probs_of_carried_steps_stay_those_of_the_policy_that_
     assert pieces.carry is not None
     tail = len(pieces.carry.rewards)
     with torch.no_grad():
-        for p in policy.parameters():
+        for p in stack.parameters():
             p.add_(0.05)  # as an update would: the carried steps were acted before it
     second = pieces.collect(0)
     assert torch.equal(second.log_probs[:tail], first.log_probs[len(first.log_probs) - tail :])
@@ -143,12 +155,16 @@ def test_per_dimension_log_probs_of_carried_steps_stay_those_of_the_policy_that_
 
 
 def test_games_and_stacks_refuse_pieces_in_one_line() -> None:
-    from meta.algorithm.reptile import Task
-    from meta.algorithm.request import TrainRequest
-    from meta.algorithm.stacked.train import stackable
-
     request = TrainRequest((Task("FindTarget", {}),), None, 0, PIECES, NETWORK)
-    assert stackable(request) == "ppo.buffer_assembly=pieces"
+    fixed = dataclasses.replace(request, ppo=dataclasses.replace(PIECES, buffer_assembly="fixed"))
+    # buffers of pieces fill at different steps in each member: each trains in its own stack
+    assert stack_key(request) != stack_key(dataclasses.replace(request, seed=1))
+    assert stack_key(fixed) == stack_key(dataclasses.replace(fixed, seed=1))
+    game = dataclasses.replace(PIECES, self_play=SelfPlayConfig())
+    env = envs.make("Sumo", num_areas=2, seed=0)
+    member = _member(env, NETWORK, 0)
+    with pytest.raises(ValueError, match=r"ppo\.buffer_assembly=pieces: games of teams"):
+        GameSession(env, member, game, None, 0, torch.Generator(), NullTimers())
     with pytest.raises(ValueError, match=r"ppo\.buffer_assembly"):
         dataclasses.replace(PIECES, buffer_assembly="episodes").validate()
 
@@ -179,7 +195,7 @@ def test_each_piece_goes_into_the_normaliser_as_it_completes_and_is_valued_right
     network = dataclasses.replace(NETWORK, normalizer_epsilon=0.0)
     cfg = dataclasses.replace(PIECES, ratio="per_dimension", normalizer_prior=1)
     env = envs.make("FindTarget", num_areas=6, seed=5, **TASK)
-    policy = policy_for(env, network, 5)
+    policy = _member(env, network, 5)
     collector = Collector(env, BEHAVIOR_NAME, policy, torch.Generator().manual_seed(5), 16)
     buffer = PieceCollector(collector, policy, cfg).collect(0)
     assert buffer.valid is not None and buffer.bootstrap is not None
@@ -214,14 +230,13 @@ def test_each_piece_goes_into_the_normaliser_as_it_completes_and_is_valued_right
                     assert torch.allclose(buffer.next_values[t, i], bootstrap[0], atol=1e-5)
                 begun[i], checked = t + 1, checked + 1
     assert checked > n and bool(buffer.valid[cuts].all())
-    norm = policy.normalizer
-    assert float(norm.count) == reference.steps == 1 + buffer.num_steps
-    assert np.allclose(norm.mean.numpy(), reference.mean, atol=1e-6)
-    assert np.allclose(norm.var.numpy(), reference.variance / reference.steps, atol=1e-6)
+    assert float(policy.count) == reference.steps == 1 + buffer.num_steps
+    assert np.allclose(policy.mean.numpy(), reference.mean, atol=1e-6)
+    assert np.allclose(policy.var.numpy(), reference.variance / reference.steps, atol=1e-6)
 
 
 def test_a_normalised_pieces_training_takes_each_step_into_the_normaliser_once() -> None:
     env = envs.make("FindTarget", num_areas=6, seed=6, **TASK)
     policy = policy_for(env, NETWORK, 6)
-    stats = train(PPORun(env, policy, dataclasses.replace(PIECES, normalizer_prior=1), 6))
+    stats = train_one(env, policy, dataclasses.replace(PIECES, normalizer_prior=1), 6).stats
     assert float(policy.normalizer.count) == 1 + stats["steps"]

@@ -7,8 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.loss import Minibatch, gradient_step, make_optimizer
+from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy
+from tests.algorithm.stacking import batch_of, optimizer_for, stack_of, step
 
 
 def _policy() -> Policy:
@@ -48,22 +49,25 @@ def test_the_update_scores_collected_actions_as_collection_did() -> None:
         torch.testing.assert_close(policy.entropy(), expected.sum())
 
 
-def _batch(generator: torch.Generator, n: int = 128) -> Minibatch:
+def _batch(generator: torch.Generator, n: int = 128) -> dict[str, torch.Tensor]:
     def draw(*shape: int) -> torch.Tensor:
         return torch.randn(n, *shape, generator=generator)
 
-    return Minibatch(draw(10), draw(2), draw(), draw(), draw(), draw())
+    return batch_of(draw(10), draw(2), draw(), draw(), draw(), draw())
 
 
 def _steps(worker: ThreadPoolExecutor | None) -> tuple[dict[str, torch.Tensor], list[float]]:
-    policy = _policy()
-    optimizer = make_optimizer(policy, 1e-2)
+    policy = stack_of(_policy())
+    cfg = PPOConfig(learning_rate=1e-2)
+    optimizer = optimizer_for(policy, cfg)
     generator = torch.Generator().manual_seed(1)
     losses: list[float] = []
     for _ in range(4):
         batch = _batch(generator)
-        losses += gradient_step(policy, optimizer, batch, PPOConfig(), 0.2, 0.01, worker)
-    return policy.state_dict(), losses
+        losses += step(policy, optimizer, batch, cfg, [Hyper(1e-2, 0.01, 0.2)], worker)[
+            :, 0
+        ].tolist()
+    return policy.weights(0), losses
 
 
 def test_halves_side_by_side_step_as_one_after_the_other_and_keep_the_state_dict() -> None:
@@ -74,3 +78,25 @@ def test_halves_side_by_side_step_as_one_after_the_other_and_keep_the_state_dict
     assert losses == serial_losses
     assert all(torch.equal(side_by_side[k], serial[k]) for k in serial)
     assert not torch.equal(serial["actor.0.weight"], _policy().state_dict()["actor.0.weight"])
+
+
+def test_a_stack_acts_as_its_members_frozen_policies() -> None:
+    # a stack of one acts through the member's FrozenPolicy, bit for bit; a stack of several
+    # acts for all at once (batched products), each member as its own to rounding
+    policies = [_policy(), make_policy(10, 2, NetworkConfig(hidden_units=32), seed=8)]
+    obs = torch.randn(2, 16, 10) * 4
+    one = stack_of(policies[0])
+    got = one.act(obs[:1], [torch.Generator().manual_seed(5)])
+    want = policies[0].frozen().act(obs[0], torch.Generator().manual_seed(5))
+    assert all(torch.equal(g[0], w) for g, w in zip(got, want, strict=True))
+    assert torch.equal(one.member_value(0, obs[0]), want[2])
+    stack = stack_of(*policies)
+    got = stack.act(obs, [torch.Generator().manual_seed(5 + i) for i in range(2)])
+    for i, policy in enumerate(policies):
+        want = policy.frozen().act(obs[i], torch.Generator().manual_seed(5 + i))
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g[i], w, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(stack.values(obs)[i], want[2], rtol=1e-5, atol=1e-5)
+        # a member's own value (bootstraps) takes the single kernel: the same to rounding
+        torch.testing.assert_close(stack.member_value(i, obs[i]), want[2], rtol=1e-5, atol=1e-5)
+        assert all(torch.equal(stack.weights(i)[k], v) for k, v in policy.state_dict().items())

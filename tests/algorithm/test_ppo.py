@@ -11,13 +11,15 @@ from mlagents_envs.base_env import ActionTuple
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.loss import make_optimizer
-from meta.algorithm.ppo.optim import SGD
+from meta.algorithm.ppo.optim import SGD, Adam
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.rollout import Collector
-from meta.algorithm.ppo.train import PPORun, policy_for, train
+from meta.algorithm.ppo.train import make_optimizer
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import train as train_request
+from meta.observe.tags import SUCCESS
 from meta.runtime.threads import torch_threads
+from tests.algorithm.stacking import stack_of, train_one
 
 SMALL = PPOConfig(batch_size=256, buffer_size=1024, max_steps=4096, num_epoch=2)
 
@@ -92,7 +94,8 @@ def test_sgd_takes_plain_gradient_steps_and_is_deterministic() -> None:
     assert not all(torch.equal(a.weights[k], adam.weights[k]) for k in a.weights)
     assert a.optimizer_state is not None and not a.optimizer_state["state"]  # no moments
     env = envs.make("FindTarget", num_areas=2, seed=0)
-    assert isinstance(make_optimizer(policy_for(env, net), 0.1, "sgd"), SGD)
+    assert isinstance(make_optimizer(stack_of(policy_for(env, net)), sgd).single, SGD)
+    assert isinstance(make_optimizer(stack_of(policy_for(env, net)), SMALL).single, Adam)
 
 
 def test_one_or_two_torch_threads_train_the_same_weights() -> None:
@@ -148,7 +151,7 @@ def test_bad_config_fails_before_any_environment_step(field: str, value: object)
     before = env.get_steps("Brain")[0].obs[0].copy()
     policy = policy_for(env, NetworkConfig(hidden_units=8))
     with pytest.raises(ValueError, match=field):
-        train(PPORun(env, policy, PPOConfig(**{"buffer_size": 2048, field: value}), 0))
+        train_one(env, policy, PPOConfig(**{"buffer_size": 2048, field: value}), 0)
     assert np.array_equal(env.get_steps("Brain")[0].obs[0], before)
 
 
@@ -156,18 +159,8 @@ def final_success(name: str, steps: int) -> float:
     """Success of the last ~10% of a from-scratch training's episodes."""
     env = envs.make(name, num_areas=64, seed=0)
     policy = policy_for(env, NetworkConfig(), seed=0)
-    successes: list[float] = []
-
-    def read(k: int, _: dict[str, float]) -> None:
-        successes.extend(
-            v for v, _ in env.stats_channel.get_and_reset_stats().get("Environment/Success", [])
-        )
-        last.append(len(successes))
-
-    last: list[int] = []
-    train(PPORun(env, policy, PPOConfig(max_steps=steps), 0, on_update=read))
-    tail = successes[last[-2] :]  # episodes finished during the last update's buffer
-    return float(np.mean(tail))
+    trained = train_one(env, policy, PPOConfig(max_steps=steps), 0)
+    return trained.updates[-1][SUCCESS]  # the episodes finished during the last buffer
 
 
 @pytest.mark.slow

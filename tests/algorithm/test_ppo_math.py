@@ -29,21 +29,41 @@ def test_gae_without_boundaries_is_discounted_lambda_sum() -> None:
     assert adv[:, 0].tolist() == pytest.approx([1.25, 1.0])
 
 
+def _bounds(*epsilons: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each member's clip bounds (k, 1), 1 - eps and 1 + eps, as the update rounds them."""
+    low = torch.tensor([[1.0 - e] for e in epsilons])
+    return low, torch.tensor([[1.0 + e] for e in epsilons])
+
+
 def test_clipped_policy_loss_hand_values() -> None:
-    old = torch.zeros(3)
-    new = torch.log(torch.tensor([1.5, 0.5, 1.1]))
-    adv = torch.tensor([1.0, 1.0, -2.0])
+    ratio = torch.tensor([[1.5, 0.5, 1.1]])
+    adv = torch.tensor([[1.0, 1.0, -2.0]])
     # ratio 1.5, A=1 -> clip 1.2; ratio 0.5, A=1 -> min(0.5, 0.8)=0.5; ratio 1.1, A=-2 -> -2.2
     expected = -(1.2 + 0.5 - 2.2) / 3
-    assert clipped_policy_loss(new, old, adv, 0.2).item() == pytest.approx(expected)
+    (loss,) = clipped_policy_loss(ratio, adv, *_bounds(0.2)).tolist()
+    assert loss == pytest.approx(expected)
+    # a stack of three: each member its own ratios, advantages and epsilon
+    # member 1 (eps 0.1): min(1.5, 1.1) = 1.1, min(0.5, 0.9) = 0.5, min(-2.2, -2.2) = -2.2
+    # member 2 (A negated): min(-1.5, -1.2) = -1.5, min(-0.5, -0.8) = -0.8, min(2.2, 2.2)
+    ratios = ratio.repeat(3, 1)
+    advs = torch.cat([adv, adv, -adv])
+    losses = clipped_policy_loss(ratios, advs, *_bounds(0.2, 0.1, 0.2)).tolist()
+    assert losses == pytest.approx([expected, -(1.1 + 0.5 - 2.2) / 3, -(-1.5 - 0.8 + 2.2) / 3])
 
 
 def test_clipped_value_loss_hand_values() -> None:
-    values = torch.tensor([1.0, 0.0])
-    old = torch.tensor([0.0, 0.0])
-    returns = torch.tensor([2.0, 1.0])
+    values = torch.tensor([[1.0, 0.0]])
+    old = torch.tensor([[0.0, 0.0]])
+    returns = torch.tensor([[2.0, 1.0]])
     # sample 0: unclipped (2-1)^2=1, clipped V=0.2 -> (1.8)^2=3.24 -> 3.24; sample 1: 1 and 1
-    assert clipped_value_loss(values, old, returns, 0.2).item() == pytest.approx((3.24 + 1.0) / 2)
+    epsilon = torch.tensor([[0.2]])
+    (loss,) = clipped_value_loss(values, old, returns, epsilon).tolist()
+    assert loss == pytest.approx((3.24 + 1.0) / 2)
+    # member 1 of a stack with eps 0.5: clipped V=0.5 -> 2.25, max(1, 2.25); sample 1: 1
+    two = clipped_value_loss(
+        values.repeat(2, 1), old.repeat(2, 1), returns.repeat(2, 1), torch.tensor([[0.2], [0.5]])
+    )
+    assert two.tolist() == pytest.approx([(3.24 + 1.0) / 2, (2.25 + 1.0) / 2])
 
 
 @pytest.mark.parametrize(

@@ -8,24 +8,18 @@ import pytest
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import STEPS, PPORun, policy_for, train
+from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.train import STEPS
 from meta.observe.tags import CUMULATIVE_REWARD, SUCCESS
+from tests.algorithm.stacking import train_one
 
 NETWORK = NetworkConfig(hidden_units=16, num_layers=1)
 
 
 def _updates(cfg: PPOConfig) -> tuple[list[dict[str, float]], dict[str, float]]:
     env = envs.make("FindTarget", num_areas=8, seed=0, max_step=20, target_radius=2.5)
-    updates: list[dict[str, float]] = []
-    run = PPORun(
-        env,
-        policy_for(env, NETWORK),
-        cfg,
-        0,
-        stats_channel=env.stats_channel,
-        on_update=lambda _, u: updates.append(u),
-    )
-    return updates, train(run)
+    trained = train_one(env, policy_for(env, NETWORK), cfg, 0)
+    return trained.updates, trained.stats
 
 
 def test_one_buffer_is_the_whole_training() -> None:

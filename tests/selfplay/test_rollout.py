@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -13,21 +12,23 @@ import envs
 from envs.tasks.teams import TEAM_BEHAVIORS, TeamTaskEnv
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.train import PPORun, policy_for
+from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.rollout import NullTimers
+from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import Ghost
 from meta.algorithm.selfplay.rollout import TeamCollector, first_team
 from meta.algorithm.selfplay.summaries import decisive_share, elo_summaries, summary_mean
-from meta.algorithm.selfplay.trainer import ghost_train
+from meta.algorithm.selfplay.trainer import GameSession
 
 
 def collector(cfg: SelfPlayConfig, **params: float) -> TeamCollector:
     env = envs.make("Sumo", num_areas=8, seed=4, **params)
     policy = policy_for(env, NetworkConfig(hidden_units=16), seed=0)
     ghost = Ghost.start(cfg, cpu_weights(policy), elo=1200.0, seed=1)
-    opponent = copy.deepcopy(policy)
-    return TeamCollector(env, policy, opponent, ghost, torch.Generator().manual_seed(2), 64)
+    return TeamCollector(env, policy, ghost, torch.Generator().manual_seed(2), 64)
 
 
 def test_a_team_change_resets_every_game_and_cuts_every_trajectory() -> None:
@@ -70,19 +71,39 @@ class TeamOneFirst(TeamTaskEnv):
         self._specs = BehaviorMapping({name: specs[name] for name in reversed(TEAM_BEHAVIORS)})
 
 
+def _game(env: TeamTaskEnv, cfg: PPOConfig) -> tuple[dict, int]:
+    """A training of one game: the self-play state it leaves and its collector's agent-steps."""
+    policy = policy_for(env, NetworkConfig(hidden_units=16), seed=0)
+    sessions: list[GameSession] = []
+
+    def session_for(i: int, member: Member, generator: torch.Generator) -> GameSession:
+        sessions.append(GameSession(env, member, cfg, None, 0, generator, NullTimers()))
+        return sessions[-1]
+
+    start = Hyper.of(cfg)
+    stack = Stack(
+        [cpu_weights(policy)],
+        cfg,
+        policy.normalize,
+        policy.epsilon,
+        "cpu",
+        [0],
+        [lambda steps: start],
+        [None],
+    )
+    (trained,) = train_stack(stack, [env], session_for)
+    assert isinstance(trained.left, dict)
+    return trained.left, sessions[0].collector.agent_steps
+
+
 def test_the_first_learning_team_is_the_first_behavior_registered() -> None:
     cfg = PPOConfig(max_steps=256, buffer_size=128, batch_size=64, num_epoch=1)
     cfg.self_play = SelfPlayConfig()
     for env, team in ((envs.make("Sumo", num_areas=8, seed=4), 0), (TeamOneFirst(), 1)):
         assert first_team(env) == team
-        policy = policy_for(env, NetworkConfig(hidden_units=16), seed=0)
-        optimizer = torch.optim.Adam(policy.parameters())
-        schedule = lambda steps: Hyper.of(cfg)  # noqa: E731
-        run = PPORun(env, policy, cfg, 0, schedule=schedule, optimizer=optimizer)
-        outcome = ghost_train(run)
-        collector, state = outcome.collector, outcome.state
+        state, agent_steps = _game(env, cfg)  # type: ignore[arg-type]
         assert state["ghost"]["learning_team"] == team  # no team change in 256 steps
-        assert collector.agent_steps == 256
+        assert agent_steps == 256
 
 
 def test_elo_summaries_are_means_over_the_games_of_each_period() -> None:

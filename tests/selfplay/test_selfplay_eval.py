@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 import envs
 from envs.interface import TaskEnvironment
 from meta.algorithm.ppo.config import NetworkConfig
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan_eval

@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.selfplay.checks import check_specs
 from meta.algorithm.selfplay.match import RANDOM, play_match

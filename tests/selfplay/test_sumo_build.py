@@ -20,7 +20,7 @@ import envs
 from envs.backend.unity_env import resolve_build
 from envs.tasks.teams import TEAM_BEHAVIORS
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.training import train as train_request
