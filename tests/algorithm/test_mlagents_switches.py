@@ -208,6 +208,17 @@ def test_absolute_policy_loss_stat_reports_its_size() -> None:
     assert absolute[0, 0].item() == pytest.approx(1.0)
 
 
+def test_joint_old_log_probs_for_a_per_dimension_ratio_are_refused() -> None:
+    policy = _policy()
+    x, actions = torch.zeros(8, policy.normalizer.mean.shape[0]), torch.zeros(8, 2)
+    joint = torch.zeros(8)
+    batch = batch_of(x, actions, joint, joint, joint, joint)
+    cfg = dataclasses.replace(SMALL, ratio="per_dimension")
+    stack = stack_of(policy)
+    with pytest.raises(ValueError, match=r"for ppo\.ratio=per_dimension \(expected \(1, 8, 2\)\)"):
+        step(stack, optimizer_for(stack, cfg), batch, cfg, [Hyper(1e-3, 0.0, 0.2)])
+
+
 def test_the_preset_trains_with_every_switch() -> None:
     env = envs.make("FindTarget", num_areas=8, seed=0)
     cfg = dataclasses.replace(

@@ -12,12 +12,14 @@ from dataclasses import replace
 import pytest
 import torch
 
+import envs
 from meta.algorithm.ppo import update
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.network import pieces
 from meta.algorithm.ppo.optim import optimizer_steps
 from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import Weights, cpu_weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
@@ -377,3 +379,15 @@ def test_a_bad_learning_rate_is_refused_for_any_member() -> None:
     requests[1] = replace(requests[1], hyper=Hyper(0.0, 5e-3, 0.2))
     with pytest.raises(ValueError, match="learning_rate must be > 0"):
         _stacked(requests)
+
+
+@pytest.mark.parametrize("merge", [True, False])
+def test_environments_of_different_agent_counts_are_refused(merge: bool) -> None:
+    cfg = replace(PPO, max_steps=256, buffer_size=128, batch_size=64)
+    theta, start = _theta(), Hyper.of(cfg)
+    stack = Stack(
+        [theta, theta], cfg, False, 1e-8, "cpu", [0, 1], [lambda _: start] * 2, [None, None]
+    )
+    four, eight = (envs.make("FindTarget", num_areas=n, seed=0) for n in (4, 8))
+    with pytest.raises(ValueError, match="the same number of agents in every environment"):
+        train_stack(stack, [four, eight], merge=merge)
