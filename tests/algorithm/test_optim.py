@@ -22,6 +22,7 @@ from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.optim import SGD, Adam, Optimizer, StackOptimizer, optimizer_steps
 from meta.algorithm.ppo.policy import Policy, policy_for
 from tests.algorithm.stacking import optimizer_for, stack_of
+from tests.algorithm.test_stack import TOLERANCE
 
 Make = Callable[[Policy, float], object]
 TORCH: dict[str, Make] = {
@@ -174,12 +175,6 @@ def _scaled_steps(model: Policy, optimizer: object, count: int, factor: float) -
         optimizer.step()  # type: ignore[attr-defined]
 
 
-STACK_TOLERANCE = 1e-6
-"""max |Δ| after 5 steps between a member of a stack of several and torch.optim alone: the
-stack's foreach formulas round differently from the fused kernel (and the batched products
-from addmm)."""
-
-
 @pytest.mark.parametrize("kind", ["adam", "sgd"])
 def test_a_stack_of_one_steps_as_torch_optim_bit_for_bit_and_of_three_to_rounding(
     kind: str,
@@ -201,7 +196,7 @@ def test_a_stack_of_one_steps_as_torch_optim_bit_for_bit_and_of_three_to_roundin
         theirs = TORCH[kind](alone, 1e-3)
         _scaled_steps(alone, theirs, 5, 1 + i)
         for key, value in alone.state_dict().items():
-            torch.testing.assert_close(three.weights(i)[key], value, rtol=0, atol=STACK_TOLERANCE)
+            torch.testing.assert_close(three.weights(i)[key], value, rtol=0, atol=TOLERANCE)
         state = optimizer.member_state(i, (1 + i) * 1e-3 / 5)
         want = theirs.state_dict()  # type: ignore[attr-defined]
         assert state["param_groups"] == want["param_groups"]
@@ -209,7 +204,7 @@ def test_a_stack_of_one_steps_as_torch_optim_bit_for_bit_and_of_three_to_roundin
         for index, slots in want["state"].items():
             for name, value in slots.items():
                 torch.testing.assert_close(
-                    state["state"][index][name], value, rtol=1e-5, atol=STACK_TOLERANCE
+                    state["state"][index][name], value, rtol=1e-5, atol=TOLERANCE
                 )
 
 
@@ -247,7 +242,7 @@ def test_a_stack_continues_each_members_state_at_its_own_step_count() -> None:
                 group["lr"] = (1 + i) * 1e-3 / (1 + j)
             theirs.step()
         for key, value in alone.state_dict().items():
-            torch.testing.assert_close(stack.weights(i)[key], value, rtol=0, atol=STACK_TOLERANCE)
+            torch.testing.assert_close(stack.weights(i)[key], value, rtol=0, atol=TOLERANCE)
         assert optimizer_steps(optimizer.member_state(i, 1e-3)) == optimizer_steps(
             theirs.state_dict()  # type: ignore[attr-defined]
         )

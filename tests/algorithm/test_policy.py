@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import torch
 
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy
-from tests.algorithm.stacking import batch_of, optimizer_for, stack_of, step
+from tests.algorithm.stacking import batch_of, optimizer_for, stack_of, stacked_batches, step
+from tests.algorithm.test_stack import TOLERANCE
 
 
 def _policy() -> Policy:
@@ -56,28 +58,46 @@ def _batch(generator: torch.Generator, n: int = 128) -> dict[str, torch.Tensor]:
     return batch_of(draw(10), draw(2), draw(), draw(), draw(), draw())
 
 
-def _steps(worker: ThreadPoolExecutor | None) -> tuple[dict[str, torch.Tensor], list[float]]:
-    policy = stack_of(_policy())
+def _steps(
+    worker: ThreadPoolExecutor | None, seeds: tuple[int, ...] = (1,)
+) -> tuple[list[dict[str, torch.Tensor]], list[list[float]]]:
+    """Four gradient steps of a stack of len(seeds) copies of _policy(), member i on batches
+    drawn from seeds[i]; each member's weights and policy losses."""
+    policy = stack_of(*[_policy()] * len(seeds))
     cfg = PPOConfig(learning_rate=1e-2)
     optimizer = optimizer_for(policy, cfg)
-    generator = torch.Generator().manual_seed(1)
-    losses: list[float] = []
+    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+    hypers = [Hyper(1e-2, 0.01, 0.2)] * len(seeds)
+    losses: list[list[float]] = []
     for _ in range(4):
-        batch = _batch(generator)
-        losses += step(policy, optimizer, batch, cfg, [Hyper(1e-2, 0.01, 0.2)], worker)[
-            :, 0
-        ].tolist()
-    return policy.weights(0), losses
+        batch = stacked_batches([_batch(g) for g in generators])
+        losses.append(step(policy, optimizer, batch, cfg, hypers, worker)[0].tolist())
+    return [policy.weights(i) for i in range(len(seeds))], losses
 
 
 def test_halves_side_by_side_step_as_one_after_the_other_and_keep_the_state_dict() -> None:
-    serial, serial_losses = _steps(None)
+    ([serial], serial_losses), start = _steps(None), _policy().state_dict()
     with ThreadPoolExecutor(1) as worker:
-        side_by_side, losses = _steps(worker)
-    assert list(side_by_side) == list(_policy().state_dict())
+        [side_by_side], losses = _steps(worker)
+    assert list(side_by_side) == list(start)
     assert losses == serial_losses
     assert all(torch.equal(side_by_side[k], serial[k]) for k in serial)
-    assert not torch.equal(serial["actor.0.weight"], _policy().state_dict()["actor.0.weight"])
+    assert not torch.equal(serial["actor.0.weight"], start["actor.0.weight"])
+    # a stack of three: side by side as one after the other, bit for bit; each member as its
+    # stack of one to the tolerance
+    seeds = (1, 2, 3)
+    three, three_losses = _steps(None, seeds)
+    with ThreadPoolExecutor(1) as worker:
+        threaded, threaded_losses = _steps(worker, seeds)
+    assert threaded_losses == three_losses
+    assert all(torch.equal(a[k], b[k]) for a, b in zip(threaded, three, strict=True) for k in a)
+    for i, seed in enumerate(seeds):
+        ([alone], alone_losses) = _steps(None, (seed,))
+        for key, value in alone.items():
+            torch.testing.assert_close(three[i][key], value, rtol=0, atol=TOLERANCE)
+        assert [row[i] for row in three_losses] == pytest.approx(
+            [row[0] for row in alone_losses], abs=TOLERANCE
+        )
 
 
 def test_a_stack_acts_as_its_members_frozen_policies() -> None:
