@@ -101,10 +101,8 @@ def train_requests(
 
 def stack_key(request: TrainRequest) -> tuple[object, ...]:
     """What the requests of one stack share: PPO's settings, the network, the device, the
-    updates, the tasks side by side; other requests train in other stacks. Buffers assembled
-    from pieces fill at different steps in each member: each trains in a stack of its own."""
-    key = (request.ppo, request.network, request.device, request.updates, len(request.tasks))
-    return (*key, id(request)) if request.ppo.buffer_assembly == "pieces" else key
+    updates, the tasks side by side; other requests train in other stacks."""
+    return (request.ppo, request.network, request.device, request.updates, len(request.tasks))
 
 
 def _schedule(request: TrainRequest) -> Schedule:

@@ -344,9 +344,32 @@ class StackOptimizer:
                 p.grad.zero_()
 
     @torch.no_grad()
-    def step(self, learning_rates: Sequence[float]) -> None:
-        """One step of every member at its own learning rate."""
-        self.steps = [s + 1 for s in self.steps]
+    def step(self, learning_rates: Sequence[float], active: Sequence[bool] | None = None) -> None:
+        """One step of every member at its own learning rate; of the `active` ones alone
+        where given (the others' weights, moments and step counts stay as they are)."""
+        if active is None or all(active):
+            self._step(learning_rates)
+            return
+        if not any(active):
+            return
+        idle = torch.tensor([not a for a in active], device=self.params[0].device)
+        kept = [
+            [x[idle].clone() for x in (p, *m)]
+            for p, m in zip(self.params, self.moments or [()] * len(self.params), strict=True)
+        ]
+        steps = self.steps
+        self._step(learning_rates)
+        self.steps = [s + 1 if a else s for s, a in zip(steps, active, strict=True)]
+        for p, m, saved in zip(
+            self.params, self.moments or [()] * len(self.params), kept, strict=True
+        ):
+            for x, old in zip((p, *m), saved, strict=True):
+                x[idle] = old
+
+    def _step(self, learning_rates: Sequence[float]) -> None:
+        """One step of every member."""
+        steps = self.steps
+        self.steps = [s + 1 for s in steps]
         if self.single is not None:
             self.single.group["lr"] = learning_rates[0]
             self.single.step()
@@ -367,9 +390,9 @@ class StackOptimizer:
                 torch._foreach_mul(grads, [r / s**2 for r, s in zip(rates, scales, strict=True)]),
             )
             return
-        steps = torch.tensor(self.steps, dtype=torch.float64)
-        correction1 = (1 - BETA1**steps).to(lr.dtype)
-        correction2_sqrt = ((1 - BETA2**steps) ** 0.5).to(lr.dtype)
+        count = torch.tensor(self.steps, dtype=torch.float64)
+        correction1 = (1 - BETA1**count).to(lr.dtype)
+        correction2_sqrt = ((1 - BETA2**count) ** 0.5).to(lr.dtype)
         exp_avgs, exp_avg_sqs = [m for *_, (m, _) in live], [v for *_, (_, v) in live]
         torch._foreach_lerp_(exp_avgs, grads, 1 - BETA1)
         torch._foreach_mul_(exp_avg_sqs, BETA2)

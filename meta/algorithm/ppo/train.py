@@ -176,34 +176,45 @@ def train_stack(
     worker, update_threads = _update_threads(policy.device)
     by_pieces = cfg.buffer_assembly == "pieces"
     valued = by_pieces and policy.normalize  # each piece taken in and valued as it completes
-    steps = 0
+    steps = [0] * k
     current = [schedule(0) for schedule in stack.schedules]
+
+    def running(i: int) -> bool:
+        return (
+            steps[i] < cfg.max_steps if stack.updates is None else len(histories[i]) < stack.updates
+        )
+
     try:
-        while steps < cfg.max_steps if stack.updates is None else len(histories[0]) < stack.updates:
-            current = [schedule(steps) for schedule in stack.schedules]
+        while any(active := [running(i) for i in range(k)]):
+            current = [
+                schedule(steps[i]) if active[i] else current[i]
+                for i, schedule in enumerate(stack.schedules)
+            ]
             before = [len(e.returns) for e in episodes]
-            rollouts = _collect(policy, collectors, generators, horizon, timers)
-            taken = {r.num_steps for r in rollouts}
-            if len(taken) != 1:
-                raise ValueError("stacked trainings whose buffers differ in size")
-            steps += taken.pop()
-            if cfg.schedule_timing == "after_buffer":
-                current = [schedule(steps) for schedule in stack.schedules]
+            rollouts = _collect(policy, collectors, generators, horizon, timers, active)
+            for i, r in enumerate(rollouts):
+                if r is not None:
+                    steps[i] += r.num_steps
+                    if cfg.schedule_timing == "after_buffer":
+                        current[i] = stack.schedules[i](steps[i])
             with timers.scope("update"), torch_threads(update_threads):
                 if cfg.ratio == "per_dimension" and not by_pieces:
                     # by the policy that acted (pieces: as they were acted)
                     rollouts = [
-                        dimension_log_probs(policy.member(i), r) for i, r in enumerate(rollouts)
+                        None if r is None else dimension_log_probs(policy.member(i), r)
+                        for i, r in enumerate(rollouts)
                     ]
                 if (policy.normalize or by_pieces) and not valued:
                     # pieces: what an agent began before the last update was valued by the
                     # policy before it; ML-Agents values a piece once it is complete
-                    rollouts = take_in(policy, rollouts, cfg.normalizer_prior)
+                    rollouts = take_in(policy, rollouts, cfg.normalizer_prior, by_pieces)
                 updates = ppo_update(
                     policy, optimizer, rollouts, cfg, current, generators, worker, stack.compiled
                 )
             for i, update in enumerate(updates):
-                update.update(buffer_stats(episodes[i], before[i], steps, successes[i]))
+                if update is None:
+                    continue
+                update.update(buffer_stats(episodes[i], before[i], steps[i], successes[i]))
                 histories[i].append(update)
                 if sessions[i] is not None:
                     sessions[i].updated()  # type: ignore[union-attr]
@@ -217,8 +228,8 @@ def train_stack(
     wall = time.perf_counter() - started
     out = []
     for i in range(k):
-        stats = summary(histories[i], episodes[i], successes[i].overall(), steps, wall)
-        left = None if sessions[i] is None else sessions[i].finish(stats, steps)  # type: ignore[union-attr]
+        stats = summary(histories[i], episodes[i], successes[i].overall(), steps[i], wall)
+        left = None if sessions[i] is None else sessions[i].finish(stats, steps[i])  # type: ignore[union-attr]
         out.append(
             Trained(
                 policy.weights(i), stats, histories[i], optimizer, current[i], left, snapshots[i]
@@ -254,13 +265,15 @@ def _collect(
     generators: list[torch.Generator],
     steps: int,
     timers: Timers,
-) -> list[Rollout]:
-    """One buffer of every member: merged, the stack acting for all at each step; else each
-    member's collector in turn, the member acting alone."""
+    active: list[bool],
+) -> list[Rollout | None]:
+    """One buffer of every `active` member (None for the others): merged, the stack acting for
+    all at each step (they are all active: their buffers fill alike); else each member's
+    collector in turn, the member acting alone."""
     if isinstance(collectors, StackedCollection):
         values_of = [lambda obs, i=i: policy.member_value(i, obs) for i in range(policy.k)]
-        return collectors.collect(steps, lambda obs: policy.act(obs, generators), values_of)
-    return [c.collect(steps) for c in collectors]
+        return collectors.collect(steps, lambda obs: policy.act(obs, generators), values_of)  # type: ignore[return-value]
+    return [c.collect(steps) if a else None for c, a in zip(collectors, active, strict=True)]
 
 
 def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:

@@ -6,7 +6,7 @@ epsilon; every forward, backward and optimizer step is one for all k members.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import cache, partial
@@ -36,6 +36,8 @@ PIECE = 8
 """Members per forward and backward of a gradient step: more spill the cache (at 64 units and
 batches of 1,024 a step of 32 members took 59 ms in one piece, 48 ms in four)."""
 
+Buffers = list[Rollout | None]
+"""Each member's buffer (None: the member's training is over)."""
 Loss = Callable[
     [PolicyStack, Batch, PPOConfig, dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]
 ]
@@ -77,18 +79,25 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     return 1.0 - float((r - v).var(unbiased=False)) / spread
 
 
-def take_in(policy: PolicyStack, rollouts: list[Rollout], prior: int) -> list[Rollout]:
+def take_in(policy: PolicyStack, rollouts: Buffers, prior: int, apart: bool) -> Buffers:
     """Each member's normaliser moved by its buffer, and its buffer valued again with it.
 
     ML-Agents updates the normaliser with a trajectory and then estimates its values with the
     updated statistics (`get_trajectory_value_estimates`); the values from acting are stale by
     one update of the normaliser, most of all for a fresh start's first buffer. The actions'
-    log-probabilities stay those of the acting policy, as in ML-Agents.
+    log-probabilities stay those of the acting policy, as in ML-Agents. `apart`: buffers of
+    their own lengths (assembled from pieces), each valued by its member alone.
     """
     if policy.normalize:
-        obs = torch.stack([r.buffer_rows(r.obs) for r in rollouts]).to(policy.device)
+        assert not apart, "buffers of pieces take their normaliser in piece by piece"
+        obs = torch.stack([r.buffer_rows(r.obs) for r in rollouts]).to(policy.device)  # type: ignore[union-attr]
         policy.update_normalizer(obs, prior)
-    return revalued(policy, rollouts)
+    if not apart:
+        return revalued(policy, rollouts)  # type: ignore[arg-type]
+    return [
+        None if r is None else revalued(policy.members(slice(i, i + 1)), [r])[0]
+        for i, r in enumerate(rollouts)
+    ]
 
 
 def revalued(policy: PolicyStack, rollouts: list[Rollout]) -> list[Rollout]:
@@ -113,32 +122,41 @@ def revalued(policy: PolicyStack, rollouts: list[Rollout]) -> list[Rollout]:
 def ppo_update(
     policy: PolicyStack,
     optimizer: StackOptimizer,
-    rollouts: list[Rollout],
+    rollouts: Buffers,
     cfg: PPOConfig,
     hypers: list[Hyper],
     generators: list[torch.Generator],
     worker: ThreadPoolExecutor | None = None,
     compiled: bool = False,
-) -> list[dict[str, float]]:
+) -> list[dict[str, float] | None]:
     """num_epoch passes of minibatch steps of every member over its buffer; its statistics.
 
-    With a `worker` thread the actor's and the critic's halves of each step run side by side
-    (`compiled`: both as torch.compile's kernels). Besides ML-Agents' losses it reports, as
-    cleanrl does, the mean approximate KL and clip fraction of the minibatch steps and the
-    explained variance of the buffer's value estimates.
+    A member without a buffer (None: its training is over) does not step. With a `worker`
+    thread the actor's and the critic's halves of each step run side by side (`compiled`:
+    both as torch.compile's kernels). Besides ML-Agents' losses it reports, as cleanrl does,
+    the mean approximate KL and clip fraction of the minibatch steps and the explained variance
+    of the buffer's value estimates.
     """
-    buffer, returns = flat_buffer(policy, rollouts, cfg)
+    buffer, returns, lengths = flat_buffer(policy, rollouts, cfg)
     hyper = hyper_tensors(hypers, policy.device)
     losses = compiled_losses() if compiled else (actor_loss, critic_loss)
-    total = buffer["features"].shape[1]
     sums = torch.zeros(5, policy.k, dtype=torch.float64)
-    count = 0
-    for batch in minibatches(buffer, cfg, generators, total):
-        sums += gradient_step(policy, optimizer, batch, cfg, hyper, losses, worker).double()
-        count += 1
-    means = (sums / count).tolist()
-    out = []
+    counts = torch.zeros(policy.k, dtype=torch.float64)
+    for batch, active in minibatches(buffer, cfg, generators, lengths):
+        stats = gradient_step(policy, optimizer, batch, cfg, hyper, losses, worker, active)
+        if active is None:
+            sums += stats.double()
+            counts += 1
+        else:
+            mask = torch.tensor(active, dtype=torch.float64)
+            sums += stats.double().where(mask.bool(), 0.0)
+            counts += mask
+    means = (sums / counts.clamp_min(1.0)).tolist()
+    out: list[dict[str, float] | None] = []
     for i, r in enumerate(rollouts):
+        if r is None:
+            out.append(None)
+            continue
         policy_loss, value_loss, entropy, approx_kl, clip_fraction = (row[i] for row in means)
         out.append(
             {
@@ -151,7 +169,8 @@ def ppo_update(
                 APPROX_KL: approx_kl,
                 CLIP_FRACTION: clip_fraction,
                 EXPLAINED_VARIANCE: explained_variance(
-                    r.buffer_rows(r.values), r.buffer_rows(returns[i])
+                    r.buffer_rows(r.values),
+                    r.buffer_rows(returns[i]),  # type: ignore[arg-type]
                 ),
             }
         )
@@ -163,7 +182,7 @@ def buffer_gradient(
 ) -> None:
     """Leave each member's clipped gradient of PPO's loss on its whole buffer in the
     parameters' .grad (no step): advantages normalised over the buffer, as one minibatch."""
-    buffer, _ = flat_buffer(policy, rollouts, cfg)
+    buffer, _, _ = flat_buffer(policy, list(rollouts), cfg)
     if cfg.advantage_normalization != "buffer":
         std, mean = torch.std_mean(buffer["advantages"], dim=1, keepdim=True)
         buffer["advantages"] = (buffer["advantages"] - mean) / (std + 1e-8)
@@ -193,31 +212,50 @@ def hyper_tensors(hypers: list[Hyper], device: torch.device) -> dict[str, torch.
 
 
 def flat_buffer(
-    policy: PolicyStack, rollouts: list[Rollout], cfg: PPOConfig
-) -> tuple[Batch, list[torch.Tensor]]:
+    policy: PolicyStack, rollouts: Buffers, cfg: PPOConfig
+) -> tuple[Batch, list[torch.Tensor | None], list[int]]:
     """Every member's buffer as rows (k, N, ...) on the device, advantages by GAE (normalised
-    over the buffer with `advantage_normalization=buffer`); and each member's (T, n) returns.
+    over the buffer with `advantage_normalization=buffer`); each member's (T, n) returns; and
+    its rows. Buffers of their own lengths (pieces, or none for a member whose training is over)
+    fill the first rows of N, the longest's; the rest are zeros that no minibatch takes.
 
     Features are the observations normalised once: the normaliser only moves between updates.
     """
-    columns = {
-        name: torch.stack([getattr(r, name) for r in rollouts], 1)
-        for name in ("rewards", "values", "next_values", "boundaries")
-    }
-    # GAE runs over time for all members at once: (T, k, n)
-    advantages, returns = compute_gae(
-        columns["rewards"],
-        columns["values"],
-        columns["next_values"],
-        columns["boundaries"],
-        cfg.gamma,
-        cfg.lambd,
-    )
+    whole = cfg.buffer_assembly == "fixed" and all(r is not None for r in rollouts)
+    if whole:
+        columns = {
+            name: torch.stack([getattr(r, name) for r in rollouts], 1)
+            for name in ("rewards", "values", "next_values", "boundaries")
+        }
+        # GAE runs over time for all members at once: (T, k, n)
+        advantages, every_return = compute_gae(
+            columns["rewards"],
+            columns["values"],
+            columns["next_values"],
+            columns["boundaries"],
+            cfg.gamma,
+            cfg.lambd,
+        )
+        gae = [(advantages[:, i], every_return[:, i]) for i in range(len(rollouts))]
+    else:
+        gae = [
+            None
+            if r is None
+            else compute_gae(r.rewards, r.values, r.next_values, r.boundaries, cfg.gamma, cfg.lambd)
+            for r in rollouts
+        ]
+    lengths = [0 if r is None else r.num_steps for r in rollouts]
 
     def rows(column: Callable[[int, Rollout], torch.Tensor]) -> torch.Tensor:
-        return torch.stack([r.buffer_rows(column(i, r)) for i, r in enumerate(rollouts)]).to(
-            policy.device
-        )
+        parts = [None if r is None else r.buffer_rows(column(i, r)) for i, r in enumerate(rollouts)]
+        if whole:
+            return torch.stack(parts).to(policy.device)  # type: ignore[arg-type]
+        shape = next(p for p in parts if p is not None).shape[1:]
+        out = torch.zeros(len(parts), max(lengths), *shape)
+        for i, part in enumerate(parts):
+            if part is not None:
+                out[i, : len(part)] = part
+        return out.to(policy.device)
 
     obs = rows(lambda _, r: r.obs)
     with torch.no_grad():
@@ -227,31 +265,56 @@ def flat_buffer(
         "actions": rows(lambda _, r: r.actions),
         "old_log_probs": rows(lambda _, r: r.log_probs),
         "old_values": rows(lambda _, r: r.values),
-        "advantages": rows(lambda i, _: advantages[:, i]),
-        "returns": rows(lambda i, _: returns[:, i]),
+        "advantages": rows(lambda i, _: gae[i][0]),  # type: ignore[index]
+        "returns": rows(lambda i, _: gae[i][1]),  # type: ignore[index]
     }
     if cfg.advantage_normalization == "buffer":
-        std, mean = torch.std_mean(buffer["advantages"], dim=1, correction=0, keepdim=True)
-        buffer["advantages"] = (buffer["advantages"] - mean) / (std + 1e-10)
-    return buffer, [returns[:, i] for i in range(len(rollouts))]
+        buffer["advantages"] = _buffer_normalised(buffer["advantages"], None if whole else lengths)
+    return buffer, [None if g is None else g[1] for g in gae], lengths
 
 
-def minibatches(buffer: Batch, cfg: PPOConfig, generators: list[torch.Generator], total: int):  # type: ignore[no-untyped-def]
+def _buffer_normalised(advantages: torch.Tensor, lengths: list[int] | None) -> torch.Tensor:
+    """ML-Agents' scaling of a whole buffer: (A - mean) / (population std + 1e-10), each
+    member's over its own rows (`lengths`; None: all)."""
+    if lengths is None:
+        std, mean = torch.std_mean(advantages, dim=1, correction=0, keepdim=True)
+        return (advantages - mean) / (std + 1e-10)
+    out = advantages.clone()
+    for i, length in enumerate(lengths):
+        if length:
+            std, mean = torch.std_mean(advantages[i, :length], correction=0)
+            out[i, :length] = (advantages[i, :length] - mean) / (std + 1e-10)
+    return out
+
+
+def minibatches(
+    buffer: Batch, cfg: PPOConfig, generators: list[torch.Generator], lengths: list[int]
+) -> Iterator[tuple[Batch, list[bool] | None]]:
     """num_epoch shuffled passes over every member's buffer in minibatches, each member in its
-    own order, advantages normalised in each (unless `advantage_normalization=buffer`)."""
+    own order, advantages normalised in each (unless `advantage_normalization=buffer`); and
+    which members step (None: all). A member of fewer minibatches, or none, sits out the rest."""
     device = buffer["features"].device
-    batch_size = cfg.batch_size
+    batch_size, width = cfg.batch_size, buffer["features"].shape[1]
+    alike = len(set(lengths)) == 1
+    batches = [max(length // batch_size, 1) if length else 0 for length in lengths]
     for _ in range(cfg.num_epoch):
-        order = torch.stack([torch.randperm(total, generator=g) for g in generators]).to(device)
+        orders = [
+            torch.randperm(length, generator=g) if length else torch.zeros(0, dtype=torch.int64)
+            for g, length in zip(generators, lengths, strict=True)
+        ]
+        if not alike:
+            orders = [torch.cat([o, o.new_zeros(width - len(o))]) for o in orders]
         # gathered once per epoch; minibatches are then contiguous slices
+        order = torch.stack(orders).to(device)
         shuffled = {name: _gathered(x, order) for name, x in buffer.items()}
-        for b in range(max(total // batch_size, 1)):
+        for b in range(max(batches)):
             rows = slice(b * batch_size, (b + 1) * batch_size)
             batch = {name: x[:, rows] for name, x in shuffled.items()}
             if cfg.advantage_normalization != "buffer":
                 std, mean = torch.std_mean(batch["advantages"], dim=1, keepdim=True)
                 batch["advantages"] = (batch["advantages"] - mean) / (std + 1e-8)
-            yield batch
+            active = None if alike else [b < n for n in batches]
+            yield batch, active
 
 
 def _gathered(x: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
@@ -268,13 +331,15 @@ def gradient_step(
     hyper: dict[str, torch.Tensor],
     losses: tuple[Loss, Loss],
     worker: ThreadPoolExecutor | None = None,
+    active: list[bool] | None = None,
 ) -> torch.Tensor:
-    """One minibatch step of every member; (policy loss, value loss, entropy, KL, clip) x k,
-    the last two measured before the step.
+    """One minibatch step of every member (of those `active`, None: all); (policy loss, value
+    loss, entropy, KL, clip) x k, the last two measured before the step.
 
     The forward and backward run by pieces of PIECE to 2·PIECE−1 members (one piece below
     that), then one clip and one optimizer step for all: a piece's activations stay in the
-    cache, and a member's bits do not depend on the piece it is in.
+    cache, and a member's bits do not depend on the piece it is in. A member that sits out
+    has its gradient zeroed and does not step.
     """
     parts = pieces(policy.k, PIECE)
     whole = len(parts) == 1
@@ -287,8 +352,13 @@ def gradient_step(
         actor, value = backward_halves(members, chunk, cfg, mine, losses, worker)
         actor_stats.append(actor)
         value_losses.append(value)
+    if active is not None:
+        idle = torch.tensor([not a for a in active], device=policy.device)
+        for p in policy.parameters():
+            if p.grad is not None:
+                p.grad.masked_fill_(idle.view(-1, *([1] * (p.ndim - 1))), 0.0)
     clip_grad_norms(policy.parameters(), cfg.max_grad_norm)
-    optimizer.step(hyper["learning_rate"].tolist())
+    optimizer.step(hyper["learning_rate"].tolist(), active)
     policy_loss, entropy, approx_kl, clip_fraction = torch.cat(actor_stats, 1)
     return torch.stack([policy_loss, torch.cat(value_losses), entropy, approx_kl, clip_fraction])
 
