@@ -145,7 +145,8 @@ def _plain_gradients(policy: Policy, batch: dict[str, torch.Tensor]) -> list[tor
     value_loss = clipped_value_loss(
         values[None], b["old_values"][None], b["returns"][None], torch.tensor([[0.2]])
     )[0]
-    loss = policy_loss - 5e-3 * policy.entropy() + 0.5 * value_loss
+    entropy = (0.5 * (1.0 + math.log(2.0 * math.pi)) + policy.log_std).sum()
+    loss = policy_loss - 5e-3 * entropy + 0.5 * value_loss
     return list(torch.autograd.grad(loss, list(policy.parameters())))
 
 
@@ -154,10 +155,11 @@ def test_advantages_are_normalised_per_minibatch() -> None:
     rollout = _rollout(policy)
     cfg = PPOConfig(batch_size=64, buffer_size=256, num_epoch=1, max_steps=256)
     stack = stack_of(policy, _policy(1))
-    rollouts = take_in(stack, [rollout, _rollout(_policy(1))], 0)
-    buffer, _ = flat_buffer(stack, rollouts, cfg)
+    rollouts = take_in(stack, [rollout, _rollout(_policy(1))], 0, False)
+    buffer, _, lengths = flat_buffer(stack, rollouts, cfg)
+    assert lengths == [256, 256]
     generators = [torch.Generator().manual_seed(i) for i in range(2)]
-    batches = list(minibatches(buffer, cfg, generators, 256))
+    batches = [batch for batch, _ in minibatches(buffer, cfg, generators, lengths)]
     assert len(batches) == 4
     for batch in batches:  # each member's its own mean 0 and (sample) std 1, not the buffer's
         assert batch["advantages"].shape == (2, 64)
@@ -177,12 +179,13 @@ def test_entropy_is_summed_over_action_dimensions() -> None:
     policy = _policy()
     per_dimension = torch.distributions.Normal(0.0, policy.log_std.exp()).entropy()
     assert policy.log_std.shape == (2,)
-    assert policy.entropy().item() == pytest.approx(per_dimension.sum().item(), rel=1e-6)
+    entropy = stack_of(policy).entropy(False).item()  # a stack of one's
+    assert entropy == pytest.approx(per_dimension.sum().item(), rel=1e-6)
     # by hand: each dimension's 0.5 * log(2 pi e) + log_std, summed (ML-Agents' mean is half)
     with torch.no_grad():
         policy.log_std.copy_(torch.tensor([0.1, -0.3]))
     by_hand = 2 * 0.5 * math.log(2 * math.pi * math.e) + (0.1 - 0.3)  # 2.6379
-    assert policy.entropy().item() == pytest.approx(by_hand, rel=1e-6)
+    assert stack_of(policy).entropy(False).item() == pytest.approx(by_hand, rel=1e-6)
     # a stack's entropy per member: this one's, and a member of log std 0 (2 log(2 pi e) / 2)
     other = _policy()
     with torch.no_grad():

@@ -58,8 +58,9 @@ def test_mean_entropy_is_mlagents_over_dimensions() -> None:
         policy.log_std.copy_(torch.tensor([0.0, math.log(2.0)]))
     two_pi_e = 2.0 * math.pi * math.e
     by_hand = (0.5 * math.log(two_pi_e + 1e-7) + 0.5 * math.log(4.0 * two_pi_e + 1e-7)) / 2
-    assert policy.mean_entropy().item() == pytest.approx(by_hand, rel=1e-6)
-    assert policy.entropy().item() == pytest.approx(math.log(two_pi_e) + math.log(2.0), rel=1e-6)
+    summed = math.log(two_pi_e) + math.log(2.0)
+    assert stack_of(policy).entropy(True).item() == pytest.approx(by_hand, rel=1e-6)
+    assert stack_of(policy).entropy(False).item() == pytest.approx(summed, rel=1e-6)
     # a stack's members, this policy and one of log std 0 (each dimension 0.5 log(2 pi e))
     other = _policy()
     with torch.no_grad():
@@ -88,7 +89,7 @@ def _rollout_of(advantages: list[float]) -> Rollout:
 def test_buffer_normalisation_is_population_std_once_before_the_epochs() -> None:
     cfg = dataclasses.replace(SMALL, advantage_normalization="buffer", gamma=0.0)
     policy = PolicyStack([make_policy(3, 2, NETWORK, 0).state_dict()] * 2, False, 1e-8, "cpu")
-    buffer, _ = flat_buffer(
+    buffer, _, _ = flat_buffer(
         policy, [_rollout_of([1.0, 2.0, 3.0, 4.0]), _rollout_of([2, 4, 6, 8])], cfg
     )
     # mean 2.5, population variance 1.25; each member its own: the second's mean 5, variance 5
@@ -105,10 +106,10 @@ def test_buffer_normalisation_is_population_std_once_before_the_epochs() -> None
         rows["actions"].repeat(1, 1, 2),
     )
     generators = [torch.Generator().manual_seed(0)]
-    for batch in minibatches(rows, cfg, generators, n):
+    for batch, _ in minibatches(rows, cfg, generators, [n]):
         # rows are left as given: each row's advantage is still its index
         torch.testing.assert_close(batch["advantages"], batch["returns"])
-    per_minibatch = next(minibatches(rows, SMALL, [torch.Generator().manual_seed(0)], n))
+    per_minibatch, _ = next(minibatches(rows, SMALL, [torch.Generator().manual_seed(0)], [n]))
     assert per_minibatch["advantages"].mean().abs().item() < 1e-5
 
 

@@ -154,12 +154,10 @@ def test_per_dimension_log_probs_of_carried_steps_stay_those_of_the_policy_that_
     assert torch.allclose(second.log_probs[tail:], new.log_probs)
 
 
-def test_games_and_stacks_refuse_pieces_in_one_line() -> None:
+def test_games_refuse_pieces_in_one_line_and_stacks_take_them() -> None:
     request = TrainRequest((Task("FindTarget", {}),), None, 0, PIECES, NETWORK)
-    fixed = dataclasses.replace(request, ppo=dataclasses.replace(PIECES, buffer_assembly="fixed"))
-    # buffers of pieces fill at different steps in each member: each trains in its own stack
-    assert stack_key(request) != stack_key(dataclasses.replace(request, seed=1))
-    assert stack_key(fixed) == stack_key(dataclasses.replace(fixed, seed=1))
+    # buffers of pieces fill at each member's own steps: they stack as any other requests
+    assert stack_key(request) == stack_key(dataclasses.replace(request, seed=1))
     game = dataclasses.replace(PIECES, self_play=SelfPlayConfig())
     env = envs.make("Sumo", num_areas=2, seed=0)
     member = _member(env, NETWORK, 0)

@@ -48,7 +48,7 @@ def test_the_update_scores_collected_actions_as_collection_did() -> None:
         torch.testing.assert_close(update_log_prob, log_prob)
         torch.testing.assert_close(policy.value_from(x), value)
         expected = torch.distributions.Normal(torch.zeros(2), policy.log_std.exp()).entropy()
-        torch.testing.assert_close(policy.entropy(), expected.sum())
+        torch.testing.assert_close(stack_of(policy).entropy(False), expected.sum()[None])
 
 
 def _batch(generator: torch.Generator, n: int = 128) -> dict[str, torch.Tensor]:

@@ -160,6 +160,34 @@ def test_a_normalised_fresh_start_in_a_stack_trains_as_alone() -> None:
         assert float(a.weights["normalizer.count"]) == float(s.weights["normalizer.count"]) > 0
 
 
+PIECES = replace(PPO, buffer_assembly="pieces", buffer_size=400, time_horizon=16)
+"""ML-Agents' buffers of whole pieces: each member's buffers of their own lengths, and over a
+training its own number of updates."""
+
+
+@pytest.mark.parametrize("normalize", [False, True], ids=["plain", "normalised"])
+def test_buffers_of_pieces_in_a_stack_train_each_as_alone(normalize: bool) -> None:
+    requests = _requests(PIECES)
+    if normalize:
+        network = replace(NETWORK, normalize=True)
+        requests = [replace(r, weights=None, network=network) for r in requests]
+    alone, stacked = _as_alone(requests)
+    # the members filled their buffers at their own steps: not one length for all
+    lengths = {tuple(u["steps"] for u in s.updates) for s in stacked}
+    assert len(lengths) > 1
+    for a, s in zip(alone, stacked, strict=True):
+        assert [u["steps"] for u in a.updates] == [u["steps"] for u in s.updates]
+
+
+def test_a_member_of_pieces_trains_bitwise_the_same_whichever_others_share_its_stack() -> None:
+    a, b, c = _requests(replace(PIECES, max_grad_norm=0.05))
+    d = replace(c, tasks=(Task("CarryObject", {"motor_rotation": 30.0}),), seed=7)
+    pair, four = _stacked([a, b]), _stacked([c, b, d, a])
+    for alone, among in ((pair[0], four[3]), (pair[1], four[1])):
+        assert _same(alone.weights, among.weights)
+        assert repr(alone.updates) == repr(among.updates)
+
+
 def _chunk(k: int, seed: int, ppo: PPOConfig = PPO) -> TrainRequest:
     """Chunk k of a 4-chunk run of two tasks side by side, Adam's state given back."""
     start = Hyper.of(ppo)
