@@ -267,3 +267,38 @@ def test_an_optimizer_state_of_mixed_step_counts_is_refused() -> None:
     state["state"][next(iter(state["state"]))]["step"] = torch.tensor(5.0)
     with pytest.raises(ValueError, match=r"took \[2, 5\] steps"):
         optimizer_steps(state)
+
+
+def test_a_member_that_sits_out_keeps_its_weights_moments_and_step_count() -> None:
+    # buffers of pieces: a member with fewer minibatches sits out the remaining steps
+    stack = stack_of(policy(), policy(4), policy(5))
+    optimizer = optimizer_for(stack, PPOConfig(adam_epsilon=ADAM_EPS))
+    stack_steps(stack, optimizer, 2)
+    before = [stack.weights(i) for i in range(3)]
+    moments = [optimizer.member_state(i, 1e-3) for i in range(3)]
+    features = torch.randn(3, 64, 10, generator=torch.Generator().manual_seed(9))
+    optimizer.zero_grad()
+    (stack.mean_from(features).square().sum() + stack.value_from(features).sum()).backward()
+    optimizer.step([1e-3] * 3, active=[True, False, True])
+    assert optimizer.steps == [3, 2, 3]
+    assert all(torch.equal(stack.weights(1)[k], v) for k, v in before[1].items())
+    assert_same_state(optimizer.member_state(1, 1e-3), moments[1])
+    for i in (0, 2):
+        assert not torch.equal(stack.weights(i)["actor.0.weight"], before[i]["actor.0.weight"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="meta/algorithm/ppo/optim.py StackOptimizer.load: a stack of 2+ takes an optimizer "
+    "state for other parameters without a word (a stack of one refuses it)",
+)
+def test_a_stack_of_several_refuses_a_state_for_other_parameters() -> None:
+    other = torch.nn.Parameter(torch.zeros(2))
+    other.grad = torch.ones(2)
+    alien = Adam([other], lr=1e-3)
+    alien.step()  # one parameter's moments, the shape of a FindTarget log std
+    with pytest.raises(ValueError, match="optimizer state for \\[1\\] parameters"):
+        optimizer_for(stack_of(policy()), PPOConfig()).load([alien.state_dict()])
+    three = optimizer_for(stack_of(policy(), policy(), policy()), PPOConfig())
+    with pytest.raises(ValueError, match="optimizer state for \\[1\\] parameters"):
+        three.load([alien.state_dict()] * 3)
