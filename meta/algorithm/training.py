@@ -19,7 +19,7 @@ from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import Member
 from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.ppo.rollout import NullTimers, Timers
-from meta.algorithm.ppo.train import Schedule, Stack, train_stack
+from meta.algorithm.ppo.train import Schedule, Session, Stack, train_stack
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.resets import reset_keys
@@ -63,7 +63,7 @@ def train_requests(
         if rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {rate}")
 
-    def session_for(i: int, member: Member, generator: torch.Generator) -> GameSession | None:
+    def session_for(i: int, member: Member, generator: torch.Generator) -> Session | None:
         if not games[i]:
             return None
         r = requests[i]
@@ -89,6 +89,7 @@ def train_requests(
     for i, (request, done) in enumerate(zip(requests, trained, strict=True)):
         kept = done.optimizer_state(i) if request.returns_optimizer else None
         state = done.left if games[i] else request.self_play_state
+        assert state is None or isinstance(state, dict)
         result = TrainResult(
             done.weights, done.stats, done.updates, kept, state, snapshots=done.snapshots
         )  # type: ignore[arg-type]

@@ -169,8 +169,8 @@ def phase_rates(
     of each step side by side (`halves`, each on one thread) or one after the other.
     """
     env = envs.make(task, num_areas=num_areas, seed=0)
-    start = cpu_weights(policy_for(env, network, seed=0))
-    policy = PolicyStack([start], network.normalize, network.normalizer_epsilon, "cpu")
+    weights = cpu_weights(policy_for(env, network, seed=0))
+    policy = PolicyStack([weights], network.normalize, network.normalizer_epsilon, "cpu")
     generator = torch.Generator().manual_seed(0)
     collector = Collector(
         env, BEHAVIOR_NAME, policy.member(0), generator, ppo.time_horizon, None, collect_threads

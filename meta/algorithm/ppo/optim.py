@@ -353,18 +353,14 @@ class StackOptimizer:
         if not any(active):
             return
         idle = torch.tensor([not a for a in active], device=self.params[0].device)
-        kept = [
-            [x[idle].clone() for x in (p, *m)]
-            for p, m in zip(self.params, self.moments or [()] * len(self.params), strict=True)
-        ]
+        # a stack of several: the single network's optimizer never sits a step out
+        held = [x for p, (m, v) in zip(self.params, self.moments, strict=True) for x in (p, m, v)]
+        kept = [x[idle].clone() for x in held]
         steps = self.steps
         self._step(learning_rates)
         self.steps = [s + 1 if a else s for s, a in zip(steps, active, strict=True)]
-        for p, m, saved in zip(
-            self.params, self.moments or [()] * len(self.params), kept, strict=True
-        ):
-            for x, old in zip((p, *m), saved, strict=True):
-                x[idle] = old
+        for x, old in zip(held, kept, strict=True):
+            x[idle] = old
 
     def _step(self, learning_rates: Sequence[float]) -> None:
         """One step of every member."""

@@ -125,15 +125,6 @@ class Policy(nn.Module):
         """Value (batch,) of features `x`."""
         return _run(self.critic, x)[:, 0]
 
-    def entropy(self) -> torch.Tensor:
-        """Entropy of the Gaussian head, a scalar (the log std is state-independent)."""
-        return (0.5 * (1.0 + LOG_2PI) + self.log_std).sum()
-
-    def mean_entropy(self) -> torch.Tensor:
-        """ML-Agents' entropy: the mean over dimensions of 0.5 log(2 pi e sigma^2 + 1e-7)."""
-        variance = torch.exp(2.0 * self.log_std)
-        return (0.5 * torch.log(2.0 * math.pi * math.e * variance + MLAGENTS_EPSILON)).mean()
-
     def act(
         self,
         obs: torch.Tensor,

@@ -64,7 +64,10 @@ class Collecting(Protocol):
 class Session(Protocol):
     """A member's collection with what a trainer adds around PPO (a game's ghost)."""
 
-    collector: Collecting
+    @property
+    def collector(self) -> Collecting:
+        """What steps the member's environment."""
+        ...
 
     def updated(self) -> None:
         """The member's weights changed (after an update)."""

@@ -93,7 +93,7 @@ def take_in(policy: PolicyStack, rollouts: Buffers, prior: int, apart: bool) -> 
         obs = torch.stack([r.buffer_rows(r.obs) for r in rollouts]).to(policy.device)  # type: ignore[union-attr]
         policy.update_normalizer(obs, prior)
     if not apart:
-        return revalued(policy, rollouts)  # type: ignore[arg-type]
+        return list(revalued(policy, rollouts))  # type: ignore[arg-type]
     return [
         None if r is None else revalued(policy.members(slice(i, i + 1)), [r])[0]
         for i, r in enumerate(rollouts)
@@ -236,7 +236,9 @@ def flat_buffer(
             cfg.gamma,
             cfg.lambd,
         )
-        gae = [(advantages[:, i], every_return[:, i]) for i in range(len(rollouts))]
+        gae: list[tuple[torch.Tensor, torch.Tensor] | None] = [
+            (advantages[:, i], every_return[:, i]) for i in range(len(rollouts))
+        ]
     else:
         gae = [
             None
