@@ -36,7 +36,7 @@ from meta.evaluation.episodes import policy_actor, run_episodes
 def config(overrides: list[str]) -> Config:
     """experiment=hidden_goal composed as meta-train composes it."""
     register_configs()
-    conf = Path(__file__).resolve().parent.parent / "conf"
+    conf = Path(__file__).resolve().parents[2] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["experiment=hidden_goal", *overrides])
     return OmegaConf.to_object(cfg)  # type: ignore[return-value]
