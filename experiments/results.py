@@ -14,6 +14,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 STARTS = ("reptile", "fomaml", "scratch", "joint")
 NAMES = {"reptile": "Reptile", "fomaml": "FOMAML", "scratch": "scratch", "joint": "joint"}
 SPLITS = ("test", "train", "validation")
+FIGURE = "../experiments/mlagents_ppo/ten_seeds/FindTarget.png"
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class Study:
     config: str
     title: str
     question: str
+    history: str
+    """The anchor of its entry in docs/log.md."""
 
 
 STUDIES = (
@@ -47,6 +51,7 @@ STUDIES = (
         "Hidden goal",
         "FindTarget with the goal hidden and drawn per task (the positive control), every split "
         "drawn one task per patch: does the meta-learned start adapt faster?",
+        "2026-12-04-one-task-per-patch",
     ),
     Study(
         "hidden_goal_small_inner16_stratified_horizon16k",
@@ -54,6 +59,7 @@ STUDIES = (
         "Hidden goal, half the horizon",
         "The same study run from nothing, every procedure adapting for 16,384 env steps instead "
         "of 32,768.",
+        "2026-12-07-hidden-goal-over-half-the-horizon",
     ),
     Study(
         "hidden_rotation_small_inner16",
@@ -61,12 +67,14 @@ STUDIES = (
         "Hidden rotation",
         "FindTarget with the move command rotated by a hidden angle drawn per task over the full "
         "circle (the second control family), meta-trained on inner trainings of 16 updates.",
+        "2026-12-03-hidden-rotation-meta-trained-for-16-updates",
     ),
     Study(
         "hidden_rotation_small_inner16_horizon16k",
         "hidden_rotation_small_inner16_horizon16k.yaml",
         "Hidden rotation, half the horizon",
         "The same study run from nothing, every procedure adapting for 16,384 env steps.",
+        "2026-12-07-hidden-rotation-over-half-the-horizon",
     ),
     Study(
         "study",
@@ -74,36 +82,73 @@ STUDIES = (
         "The default distribution (negative control)",
         "Visible targets and motor rotations within ±60°: one reactive policy serves the "
         "training tasks; is there anything left for meta-learning?",
+        "2026-12-01-the-default-distribution-under-the-protocol",
     ),
 )
 
 # Superseded studies: folder (under experiments/archive/), what it asked, what replaced it, and
 # the log entry that tells it.
 SUPERSEDED = (
-    ("hidden_goal", "Hidden goals, meta-trained on updates of 2,048", "hidden_goal_small",
-     "2026-12-01-hidden-goals-under-the-protocol"),
-    ("hidden_goal_small", "The positive control, 5 hand-listed procedures, 3 seeds",
-     "the equal-budget search", "2026-12-01-the-positive-control-under-the-protocol"),
-    ("hidden_goal_small_batched", "The positive control stacked; a critic reset for joint",
-     "the equal-budget search", "2026-12-03-the-positive-control-stacked-a-fresh-critic-for-joint"),
-    ("hidden_goal_small_search", "An equal search budget per start, random opening",
-     "the search opened with the run's procedure",
-     "2026-12-03-an-equal-tuning-budget-hidden_goal_small_search"),
-    ("hidden_goal_small_search_first", "The same search opened with the run's procedure",
-     "the sustained reading", "2026-12-03-the-search-opened-with-the-runs-procedure"),
-    ("hidden_goal_small_search_sustained", "Steps-to-80 read as a sustained crossing",
-     "inner trainings of 16 updates", "2026-12-03-a-sustained-crossing-a-searchable-schedule"),
-    ("hidden_goal_small_inner16", "Meta-trained for the longer adaptation, 4 tasks per split",
-     "8 tasks per split", "2026-12-03-hidden-goal-meta-trained-for-the-longer-adaptation"),
-    ("hidden_goal_small_inner16_tasks8", "The same on 8 tasks per split",
-     "one task per patch (Hidden goal)", "2026-12-04-eight-tasks-per-split"),
-    ("hidden_rotation_small_search", "Hidden rotation, meta-trained on 8 updates",
-     "16 updates (Hidden rotation)", "2026-12-03-hidden-rotation-under-the-protocol"),
-    ("mlagents_ppo", "`ppo=mlagents` against `mlagents-learn`, 5 seeds",
-     "ten seeds", "2026-12-02-ppomlagents-against-mlagents-learn-5-seeds"),
-    ("mlagents_ppo/replicate", "Seeds 6-10 of both trainers",
-     "ten seeds (read together)", "2026-12-06-a-replicate-ten-seeds-together"),
+    (
+        "hidden_goal",
+        "Hidden goals, meta-trained on updates of 2,048",
+        "hidden_goal_small",
+        "2026-12-01-hidden-goals-under-the-protocol",
+    ),
+    (
+        "hidden_goal_small",
+        "The positive control, 5 hand-listed procedures, 3 seeds",
+        "the equal-budget search",
+        "2026-12-01-the-positive-control-under-the-protocol",
+    ),
+    (
+        "hidden_goal_small_batched",
+        "The positive control stacked; a critic reset for joint",
+        "the equal-budget search",
+        "2026-12-03-the-positive-control-stacked-a-fresh-critic-for-joint",
+    ),
+    (
+        "hidden_goal_small_search",
+        "An equal search budget per start, random opening",
+        "the search opened with the run's procedure",
+        "2026-12-03-an-equal-tuning-budget-hidden_goal_small_search",
+    ),
+    (
+        "hidden_goal_small_search_first",
+        "The same search opened with the run's procedure",
+        "the sustained reading",
+        "2026-12-03-the-search-opened-with-the-runs-procedure",
+    ),
+    (
+        "hidden_goal_small_search_sustained",
+        "Steps-to-80 read as a sustained crossing",
+        "inner trainings of 16 updates",
+        "2026-12-03-a-sustained-crossing-a-searchable-schedule",
+    ),
+    (
+        "hidden_goal_small_inner16",
+        "Meta-trained for the longer adaptation, 4 tasks per split",
+        "8 tasks per split",
+        "2026-12-03-hidden-goal-meta-trained-for-the-longer-adaptation",
+    ),
+    (
+        "hidden_goal_small_inner16_tasks8",
+        "The same on 8 tasks per split",
+        "one task per patch (Hidden goal)",
+        "2026-12-04-eight-tasks-per-split",
+    ),
+    (
+        "hidden_rotation_small_search",
+        "Hidden rotation, meta-trained on 8 updates",
+        "16 updates (Hidden rotation)",
+        "2026-12-03-hidden-rotation-under-the-protocol",
+    ),
 )
+
+
+def slug(title: str) -> str:
+    """The anchor mkdocs gives a heading (Python-Markdown's toc slugify)."""
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", title).strip().lower())
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -131,6 +176,15 @@ def _interval(point: str, low: str, high: str, form: str) -> str:
     return f"{float(point):.3f} [{float(low):.3f}, {float(high):.3f}]"
 
 
+def _steps_cell(row: dict[str, str]) -> str:
+    return _interval(row["steps_to_80"], row["ci_low"], row["ci_high"], "steps")
+
+
+def _probability(row: dict[str, str]) -> str:
+    low, high = float(row["ci_low"]), float(row["ci_high"])
+    return f"{float(row['probability']):.2f} [{low:.2f}, {high:.2f}]"
+
+
 def _overrides(study: Path) -> dict[str, str]:
     """The study configuration's eval overrides, key to value (the last given wins)."""
     found: dict[str, str] = {}
@@ -147,7 +201,10 @@ def commit_of(folder: Path) -> str:
     try:
         done = subprocess.run(
             ["git", "log", "-1", "--format=%h %ad", "--date=short", "--", "steps_to_80.csv"],
-            cwd=folder, capture_output=True, text=True, check=True,
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            check=True,
         )
     except (OSError, subprocess.CalledProcessError):
         return "not recorded"
@@ -162,9 +219,11 @@ def _wall(seconds: object) -> str:
 
 
 def header(study: Study) -> str:
-    """One line: configuration, seeds, tasks, selection, trials, reach, horizon, CPU, commit, time."""
+    """One line: configuration, seeds, tasks, selection, trials, reach, horizon, CPU, commit."""
     folder = EXPERIMENTS / study.folder
-    record = json.loads((folder / "study.json").read_text()) if (folder / "study.json").is_file() else {}
+    record = (
+        json.loads((folder / "study.json").read_text()) if (folder / "study.json").is_file() else {}
+    )
     config = EXPERIMENTS / study.config
     keys = _overrides(config)
     seeds = record.get("meta_training_seeds")
@@ -181,9 +240,14 @@ def header(study: Study) -> str:
         cpu = f"{cpu} ({record['cpu_kind']})"
     trials = record.get("search_trials_per_start")
     procedure = (
-        f"{trials} search trials per start" + (", the first the run's procedure"
-                                               if record.get("first_trial_is_the_runs_procedure") else "")
-        if trials else "a list of procedures (`eval.adaptation`)"
+        f"{trials} search trials per start"
+        + (
+            ", the first the run's procedure"
+            if record.get("first_trial_is_the_runs_procedure")
+            else ""
+        )
+        if trials
+        else "a list of procedures (`eval.adaptation`)"
     )
     parts = [
         f"[`experiments/{study.config}`](../experiments/{study.config})",
@@ -204,7 +268,9 @@ def study_table(study: Study) -> list[str]:
     """Split x start: steps to 80% [CI], AUC [CI], probability of improvement [CI]."""
     folder = EXPERIMENTS / study.folder
     steps = _rows(folder / "steps_to_80.csv")
-    improvement = _rows(folder / "improvement.csv") if (folder / "improvement.csv").is_file() else []
+    improvement = (
+        _rows(folder / "improvement.csv") if (folder / "improvement.csv").is_file() else []
+    )
     families = list(dict.fromkeys(row["family"] for row in steps))
     lines = [
         "| family | split | start | steps to 80% [95% CI] | success AUC [95% CI] "
@@ -214,25 +280,37 @@ def study_table(study: Study) -> list[str]:
     for family in families:
         for split in SPLITS:
             for start in STARTS:
-                row = next((r for r in steps if (r["family"], r["split"], r["method"]) == (family, split, start)), None)
+                row = next(
+                    (
+                        r
+                        for r in steps
+                        if (r["family"], r["split"], r["method"]) == (family, split, start)
+                    ),
+                    None,
+                )
                 if row is None:
                     continue
-                name = NAMES[start] + (f" (pretrained {row['pretraining']})" if row.get("pretraining") else "")
-                auc = _interval(row.get("auc", ""), row.get("auc_low", ""), row.get("auc_high", ""), "auc")
+                name = NAMES[start] + (
+                    f" (pretrained {row['pretraining']})" if row.get("pretraining") else ""
+                )
+                auc = _interval(
+                    row.get("auc", ""), row.get("auc_low", ""), row.get("auc_high", ""), "auc"
+                )
                 better = []
                 for baseline in ("scratch", "joint"):
                     match = next(
-                        (r for r in improvement
-                         if (r["family"], r["split"], r["method"], r["baseline"]) == (family, split, start, baseline)),
+                        (
+                            r
+                            for r in improvement
+                            if (r["family"], r["split"], r["method"], r["baseline"])
+                            == (family, split, start, baseline)
+                        ),
                         None,
                     )
-                    better.append(
-                        "—" if match is None
-                        else f"{float(match['probability']):.2f} [{float(match['ci_low']):.2f}, {float(match['ci_high']):.2f}]"
-                    )
+                    better.append("—" if match is None else _probability(match))
                 lines.append(
                     f"| {family} | `{split}` | {name} | "
-                    f"{_interval(row['steps_to_80'], row['ci_low'], row['ci_high'], 'steps')} | {auc} | "
+                    f"{_steps_cell(row)} | {auc} | "
                     f"{better[0]} | {better[1]} |"
                 )
     return lines
@@ -240,13 +318,15 @@ def study_table(study: Study) -> list[str]:
 
 def study_section(study: Study) -> list[str]:
     folder = f"../experiments/{study.folder}"
-    files = sorted(p.name for p in (EXPERIMENTS / study.folder).iterdir() if p.suffix in {".csv", ".json"})
+    files = sorted(
+        p.name for p in (EXPERIMENTS / study.folder).iterdir() if p.suffix in {".csv", ".json"}
+    )
     return [
         f"## {study.title}",
         "",
         study.question,
         "",
-        header(study),
+        header(study) + f" How it came about: [log](log.md#{study.history}).",
         "",
         *study_table(study),
         "",
@@ -263,36 +343,58 @@ def mlagents_section() -> list[str]:
         "## Against `mlagents-learn`",
         "",
         "`ppo=mlagents` and ML-Agents 1.1.0's `mlagents-learn` trained on the same builds with the "
-        "same settings ([fidelity](mlagents-fidelity.md#measured-against-mlagents-learn)), ten seeds each; "
-        "and the ablation, one difference of the default at a time taken back to ML-Agents' "
-        "behaviour, three seeds each ([its summary](mlagents-fidelity.md#ablation-one-row-back-to-the-defaults-behaviour)).",
+        "same settings ([fidelity](mlagents-fidelity.md#measured-against-mlagents-learn)), "
+        "ten seeds each; and the ablation, one difference of the default at a time taken back "
+        "to ML-Agents' behaviour, three seeds each "
+        "([its summary](mlagents-fidelity.md#ablation-one-row-back-to-the-defaults-behaviour)).",
         "",
     ]
     for name, title in (("ten_seeds", "Ten seeds"), ("ablation", "The ablation (FindTarget)")):
         folder = EXPERIMENTS / "mlagents_ppo" / name
         rows = _rows(folder / "summary.csv")
-        out += [f"### {title}", "",
-                "| task | trainer | seeds | mean reward at 50k [min, max] | at 100k | at 150k | success at 150k |",
-                "|---|---|---|---|---|---|---|"]
+        out += [
+            f"### {title}",
+            "",
+            "| task | trainer | seeds | mean reward at 50k [min, max] | at 100k | at 150k "
+            "| success at 150k |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for key in dict.fromkeys((r["task"], r["trainer"], r["seeds"]) for r in rows):
             points = {r["label"]: r for r in rows if (r["task"], r["trainer"], r["seeds"]) == key}
             cells = [
                 f"{float(points[s]['reward_mean']):+.2f} [{float(points[s]['reward_min']):+.2f}, "
-                f"{float(points[s]['reward_max']):+.2f}]" if s in points else "—"
+                f"{float(points[s]['reward_max']):+.2f}]"
+                if s in points
+                else "—"
                 for s in ("50000", "100000", "150000")
             ]
-            success = f"{float(points['150000']['success_mean']):.2f}" if "150000" in points else "—"
-            out.append(f"| {key[0]} | `{key[1]}` | {key[2]} | " + " | ".join(cells) + f" | {success} |")
+            success = (
+                f"{float(points['150000']['success_mean']):.2f}" if "150000" in points else "—"
+            )
+            out.append(
+                f"| {key[0]} | `{key[1]}` | {key[2]} | " + " | ".join(cells) + f" | {success} |"
+            )
         printed = folder / ("comparison.txt" if name == "ten_seeds" else "ablation.txt")
-        lines = [line for line in printed.read_text().splitlines()
-                 if not line.startswith(("wall time", "done")) and " runs, " not in line]
-        out += ["", f"Printed by `experiments/mlagents_ppo.py` ([`{printed.name}`](../experiments/mlagents_ppo/{name}/{printed.name})):",
-                "", "```", *lines, "```", "",
-                f"Outputs: [`summary.csv`](../experiments/mlagents_ppo/{name}/summary.csv), "
-                f"[`curves.csv`](../experiments/mlagents_ppo/{name}/curves.csv).", ""]
+        lines = [
+            line
+            for line in printed.read_text().splitlines()
+            if not line.startswith(("wall time", "done")) and " runs, " not in line
+        ]
+        out += [
+            "",
+            f"Printed by `experiments/mlagents_ppo.py` "
+            f"([`{printed.name}`](../experiments/mlagents_ppo/{name}/{printed.name})):",
+            "",
+            "```",
+            *lines,
+            "```",
+            "",
+            f"Outputs: [`summary.csv`](../experiments/mlagents_ppo/{name}/summary.csv), "
+            f"[`curves.csv`](../experiments/mlagents_ppo/{name}/curves.csv).",
+            "",
+        ]
     out += [
-        f"[![mean reward against steps, FindTarget]"
-        f"(../experiments/mlagents_ppo/ten_seeds/FindTarget.png)](../experiments/mlagents_ppo/ten_seeds/FindTarget.png)",
+        f"[![mean reward against steps, FindTarget]({FIGURE})]({FIGURE})",
         "",
     ]
     return out
@@ -307,7 +409,7 @@ def bench_section() -> list[str]:
         "",
         "Our inner PPO against Stable-Baselines3's on the same core and settings, and against the "
         "limit the matrix products alone set ([performance](performance.md)). From "
-        "[`experiments/performance.md`](../experiments/performance.md), written by "
+        "`experiments/performance.md`, written by "
         "`meta-bench --readme --markdown experiments/performance.md`:",
         "",
         *_quoted(keep),
@@ -351,7 +453,7 @@ def superseded_section() -> list[str]:
     for folder, asked, replaced, anchor in SUPERSEDED:
         assert (EXPERIMENTS / "archive" / folder).is_dir(), folder
         lines.append(f"| `archive/{folder}` | {asked} | {replaced} | [log](log.md#{anchor}) |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def render() -> str:
@@ -364,7 +466,8 @@ def render() -> str:
         "",
         "Each canonical study compares the meta-learned starts (Reptile, FOMAML) with a random "
         "start (scratch) and the multi-task baseline (joint), every start at its own best "
-        "adaptation procedure chosen on training-distribution tasks ([the protocol](evaluating.md)). "
+        "adaptation procedure chosen on training-distribution tasks "
+        "([the protocol](evaluating.md)). "
         "Steps to 80%: env steps of adaptation until the success IQM reaches 0.8; AUC: the mean "
         "success over the horizon; P(better than …): rliable's probability of improvement over "
         "the runs' AUCs. How each study came about is in the [log](log.md).",
@@ -387,24 +490,40 @@ def readme_table() -> str:
     for study in STUDIES:
         folder = EXPERIMENTS / study.folder
         steps = [r for r in _rows(folder / "steps_to_80.csv") if r["split"] == "test"]
-        improvement = _rows(folder / "improvement.csv") if (folder / "improvement.csv").is_file() else []
+        improvement = (
+            _rows(folder / "improvement.csv") if (folder / "improvement.csv").is_file() else []
+        )
         for family in dict.fromkeys(r["family"] for r in steps):
             rows = {r["method"]: r for r in steps if r["family"] == family}
             reptile = rows["reptile"]
             best = min(
                 (rows[b] for b in ("scratch", "joint") if b in rows),
-                key=lambda r: _number(r["steps_to_80"]) if _number(r["steps_to_80"]) is not None else math.inf,
+                key=lambda r: (
+                    _number(r["steps_to_80"]) if _number(r["steps_to_80"]) is not None else math.inf
+                ),
             )
-            auc = _interval(reptile.get("auc", ""), reptile.get("auc_low", ""), reptile.get("auc_high", ""), "auc")
-            joint = next((r for r in improvement if (r["family"], r["split"], r["method"], r["baseline"])
-                          == (family, "test", "reptile", "joint")), None)
-            better = "—" if joint is None else (
-                f"{float(joint['probability']):.2f} [{float(joint['ci_low']):.2f}, {float(joint['ci_high']):.2f}]")
+            auc = _interval(
+                reptile.get("auc", ""),
+                reptile.get("auc_low", ""),
+                reptile.get("auc_high", ""),
+                "auc",
+            )
+            joint = next(
+                (
+                    r
+                    for r in improvement
+                    if (r["family"], r["split"], r["method"], r["baseline"])
+                    == (family, "test", "reptile", "joint")
+                ),
+                None,
+            )
+            better = "—" if joint is None else (_probability(joint))
             name = study.title + (f", {family}" if study.folder == "study" else "")
+            anchor = slug(study.title)
             lines.append(
-                f"| [{name}](docs/results.md) | "
-                f"{_interval(reptile['steps_to_80'], reptile['ci_low'], reptile['ci_high'], 'steps')} | "
-                f"{best['method']} {_interval(best['steps_to_80'], best['ci_low'], best['ci_high'], 'steps')} | "
+                f"| [{name}](docs/results.md#{anchor}) | "
+                f"{_steps_cell(reptile)} | "
+                f"{best['method']} {_steps_cell(best)} | "
                 f"{auc} | {better} |"
             )
     return "\n".join([*lines, END])
@@ -425,13 +544,22 @@ def first_difference(old: str, new: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only say whether the files are current")
+    parser.add_argument(
+        "--check", action="store_true", help="only say whether the files are current"
+    )
     options = parser.parse_args(argv)
     page, readme = render(), readme_with_table(README.read_text())
     if options.check:
-        stale = [(path, text) for path, text in ((PAGE, page), (README, readme)) if path.read_text() != text]
+        stale = [
+            (path, text)
+            for path, text in ((PAGE, page), (README, readme))
+            if path.read_text() != text
+        ]
         for path, text in stale:
-            print(f"{path.relative_to(ROOT)} disagrees with the outputs, {first_difference(path.read_text(), text)}: run {COMMAND}")
+            print(
+                f"{path.relative_to(ROOT)} disagrees with the outputs, "
+                f"{first_difference(path.read_text(), text)}: run {COMMAND}"
+            )
         return 1 if stale else 0
     PAGE.write_text(page)
     README.write_text(readme)
