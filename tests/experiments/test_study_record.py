@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _describe(config: str) -> dict:
-    study = OmegaConf.to_container(OmegaConf.load(ROOT / "experiments" / config))
+    study = OmegaConf.to_container(OmegaConf.load(ROOT / "experiments" / "archive" / config))
     return experiment("study").describe(study, [0, 1, 2, 3, 4], ["a", "a_fomaml"], 61.4)
 
 
@@ -35,7 +35,9 @@ def test_a_grid_study_records_its_procedures_instead():
 
 
 def test_a_study_records_each_stage_and_the_cpu_it_ran_on():
-    study = OmegaConf.to_container(OmegaConf.load(ROOT / "experiments" / "hidden_goal_small.yaml"))
+    study = OmegaConf.to_container(
+        OmegaConf.load(ROOT / "experiments" / "archive" / "hidden_goal_small.yaml")
+    )
     stages = {"meta_train": 140.6, "meta_eval": 2169.2}
     record = experiment("study").describe(study, [0], ["a"], 2310.4, stages)
     assert (record["meta_train_seconds"], record["meta_eval_seconds"]) == (141, 2169)
