@@ -17,6 +17,7 @@ import math
 import re
 import subprocess
 import sys
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,7 +149,8 @@ SUPERSEDED = (
 
 def slug(title: str) -> str:
     """The anchor mkdocs gives a heading (Python-Markdown's toc slugify)."""
-    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", title).strip().lower())
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", ascii_title).strip().lower())
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -375,20 +377,20 @@ def mlagents_section() -> list[str]:
                 f"| {key[0]} | `{key[1]}` | {key[2]} | " + " | ".join(cells) + f" | {success} |"
             )
         printed = folder / ("comparison.txt" if name == "ten_seeds" else "ablation.txt")
-        lines = [
+        lines = [  # the ablation's printed lines repeat its table; the comparison's add checks
             line
             for line in printed.read_text().splitlines()
-            if not line.startswith(("wall time", "done")) and " runs, " not in line
+            if (name == "ten_seeds" and " against " in line) or "band check" in line
         ]
         out += [
             "",
             f"Printed by `experiments/mlagents_ppo.py` "
-            f"([`{printed.name}`](../experiments/mlagents_ppo/{name}/{printed.name})):",
+            f"([`{printed.name}`](../experiments/mlagents_ppo/{name}/{printed.name}))"
+            + (":" if lines else "."),
             "",
-            "```",
-            *lines,
-            "```",
-            "",
+        ]
+        out += ["```", *lines, "```", ""] if lines else []
+        out += [
             f"Outputs: [`summary.csv`](../experiments/mlagents_ppo/{name}/summary.csv), "
             f"[`curves.csv`](../experiments/mlagents_ppo/{name}/curves.csv).",
             "",
