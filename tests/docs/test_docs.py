@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import nbformat
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
@@ -217,6 +218,28 @@ def test_every_link_of_the_readme_into_the_manual_resolves_with_its_anchor() -> 
         if not target.is_file() or (anchor and anchor not in _anchors(target)):
             broken.append(f"{page}#{anchor}" if anchor else page)
     assert not broken, f"README.md links to a page or anchor that does not exist: {broken[0]}"
+
+
+NOTEBOOKS = {
+    "meta_steps": "run_dir notebooks/example/tour",
+    "sweep": "sweep_dir notebooks/example/lr_tour",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_the_sites_notebooks_are_the_repositorys_executed_on_the_example_run(name: str) -> None:
+    source = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    shown = nbformat.read(DOCS / "notebooks" / f"{name}.ipynb", as_version=4)
+    cells = [
+        c.source for c in shown.cells if "injected-parameters" not in c.metadata.get("tags", [])
+    ]
+    again = f"papermill notebooks/{name}.ipynb docs/notebooks/{name}.ipynb -p {NOTEBOOKS[name]}"
+    assert cells == [c.source for c in source.cells], (
+        f"docs/notebooks/{name}.ipynb is stale: {again}"
+    )
+    outputs = [o for c in shown.cells if c.cell_type == "code" for o in c.outputs]
+    assert outputs and not [o for o in outputs if o.output_type == "error"], again
+    assert str(ROOT) not in nbformat.writes(shown), f"{name}: a path of this machine in its outputs"
 
 
 def commands(text: str) -> list[list[str]]:
