@@ -428,16 +428,35 @@ def _quoted(lines: list[str]) -> list[str]:
     return out
 
 
-def missing_section() -> list[str]:
-    """Canonical studies whose outputs are not committed: said, not invented."""
-    return [
-        "## Self-play's ELO and the fault trials",
+def selfplay_section() -> list[str]:
+    """Self-play's ELO per seed, as `experiments/selfplay_seeds.py` printed it."""
+    table = EXPERIMENTS / "selfplay" / "elo.md"
+    lines = [
+        "## Self-play's ELO",
         "",
-        "No output of these two is committed under `experiments/`, so this page shows no figure of "
-        "them. Self-play's ELO per seed is printed by `python experiments/selfplay_seeds.py` and "
-        "told on the [self-play page](self-play.md#learning-as-measured); the fault trials' table "
-        "is printed by `python experiments/fault_trials.py` and told on the "
-        "[reliability page](reliability.md#the-fault-suite).",
+        "Sumo's default task trained from scratch with the ghost trainer on the learning test's "
+        "budget (500,000 learning-team agent-steps, ML-Agents' `self_play` defaults), one seed a "
+        "row ([self-play](self-play.md#learning-as-measured)). Printed by "
+        "`python experiments/selfplay_seeds.py` into "
+        "`experiments/selfplay/elo.md`:",
+        "",
+    ]
+    if not table.is_file():
+        return [*lines[:3], "No output of it is committed, so this page shows no figure of it.", ""]
+    return [*lines, *table.read_text().strip().splitlines(), ""]
+
+
+def fault_section() -> list[str]:
+    """The fault suite at full count, as `experiments/fault_trials.py` printed it."""
+    table = EXPERIMENTS / "fault_trials" / "table.md"
+    return [
+        "## The fault trials",
+        "",
+        "Real processes killed, signalled, raced and given corrupt files, each trial checked "
+        "against what the run must do ([reliability](reliability.md#the-fault-suite)). From "
+        "`experiments/fault_trials/table.md`:",
+        "",
+        *table.read_text().strip().splitlines(),
         "",
     ]
 
@@ -477,7 +496,8 @@ def render() -> str:
     ]
     for study in STUDIES:
         lines += study_section(study)
-    lines += mlagents_section() + bench_section() + missing_section() + superseded_section()
+    lines += mlagents_section() + selfplay_section() + fault_section() + bench_section()
+    lines += superseded_section()
     return "\n".join(lines).rstrip() + "\n"
 
 
