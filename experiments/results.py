@@ -437,8 +437,8 @@ def selfplay_section() -> list[str]:
         "Sumo's default task trained from scratch with the ghost trainer on the learning test's "
         "budget (500,000 learning-team agent-steps, ML-Agents' `self_play` defaults), one seed a "
         "row ([self-play](self-play.md#learning-as-measured)). Printed by "
-        "`python experiments/selfplay_seeds.py` into "
-        "`experiments/selfplay/elo.md`:",
+        "`python experiments/selfplay_seeds.py > experiments/selfplay/elo.md` "
+        "(its wall column depends on what else the machine ran):",
         "",
     ]
     if not table.is_file():
