@@ -21,6 +21,10 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from omegaconf import DictConfig
+
+from experiments.study import load_study
+
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ROOT / "experiments"
 PAGE = ROOT / "docs" / "results.md"
@@ -187,15 +191,9 @@ def _probability(row: dict[str, str]) -> str:
     return f"{float(row['probability']):.2f} [{low:.2f}, {high:.2f}]"
 
 
-def _overrides(study: Path) -> dict[str, str]:
-    """The study configuration's eval overrides, key to value (the last given wins)."""
-    found: dict[str, str] = {}
-    for line in study.read_text().splitlines():
-        text = line.strip()
-        if text.startswith("- ") and "=" in text:
-            key, _, value = text[2:].strip().strip('"').partition("=")
-            found[key] = value
-    return found
+def _overrides(config: DictConfig) -> dict[str, str]:
+    """The study's meta-eval overrides, key to value (the last given wins)."""
+    return dict(str(o).split("=", 1) for o in config.eval if "=" in str(o))
 
 
 def commit_of(folder: Path) -> str:
@@ -226,13 +224,9 @@ def header(study: Study) -> str:
     record = (
         json.loads((folder / "study.json").read_text()) if (folder / "study.json").is_file() else {}
     )
-    config = EXPERIMENTS / study.config
+    config = load_study(EXPERIMENTS / study.config)
     keys = _overrides(config)
-    seeds = record.get("meta_training_seeds")
-    if seeds is None:
-        for line in config.read_text().splitlines():
-            if line.startswith("seeds:"):
-                seeds = json.loads(line.split(":", 1)[1].split("#")[0].strip())
+    seeds = record.get("meta_training_seeds", list(config.get("seeds", [0])))
     tasks = keys.get("eval.tasks_per_family", "4")
     if keys.get("eval.stratify") == "true":
         tasks += " (one per patch)"

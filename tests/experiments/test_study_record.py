@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from omegaconf import OmegaConf
 from scripts import experiment
 
@@ -45,3 +47,24 @@ def test_a_study_records_each_stage_and_the_cpu_it_ran_on():
     assert record["cpu"] == cpu_model() != "unknown"
     assert record["cpu_kind"] == cpu_kind() != record["cpu"]
     assert not {"cpu", "cpu_kind"} & set(_describe("hidden_goal_small_search.yaml"))  # no stages
+
+
+def test_a_variants_override_replaces_the_one_of_its_key_and_adds_the_others():
+    overridden = experiment("study").overridden
+    assert overridden(["a=1", "b=2"], ["b=3", "c=4"]) == ["a=1", "b=3", "c=4"]
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["hidden_goal_small_inner16_stratified_horizon16k", "hidden_rotation_small_inner16_horizon16k"],
+)
+def test_a_variant_resolves_to_the_configuration_its_committed_study_ran(variant: str):
+    study = experiment("study").load_study(ROOT / "experiments" / f"{variant}.yaml")
+    record = json.loads((ROOT / "experiments" / variant / "study.json").read_text())
+    assert (list(study.train), list(study.eval)) == (record["train"], record["eval"])
+    assert (study.run_id, study.copy_to, study.smoke.run_id) == (
+        variant,
+        variant,
+        f"{variant}_smoke",
+    )
+    assert not study.get("eval_id") and not study.smoke.get("eval_id")
