@@ -1,4 +1,4 @@
-"""mkdocs hook: the site serves the outputs committed under experiments/, without a copy in docs/."""
+"""mkdocs hook: the site serves the outputs committed under experiments/, not copies in docs/."""
 
 from __future__ import annotations
 
