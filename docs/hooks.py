@@ -1,4 +1,4 @@
-"""mkdocs hook: the site shows the figures committed under experiments/, without a copy in docs/."""
+"""mkdocs hook: the site serves the outputs committed under experiments/, not copies in docs/."""
 
 from __future__ import annotations
 
@@ -8,13 +8,17 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files, InclusionLevel
 
 FIGURES = "experiments"
+SERVED = {".png", ".csv", ".json", ".yaml", ".txt"}
+"""The kinds of output the Results page and the log link to: figures, tables, records, configs."""
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    """Add each experiment's PNG at its path relative to the docs, served at experiments/..."""
+    """Add each experiment's output at its path relative to the docs, served at experiments/..."""
     docs = Path(config.docs_dir)
-    for figure in sorted((docs.parent / FIGURES).glob("*/*.png")):
-        dest = figure.relative_to(docs.parent).as_posix()
+    for output in sorted((docs.parent / FIGURES).rglob("*")):
+        if output.suffix not in SERVED or not output.is_file():
+            continue
+        dest = output.relative_to(docs.parent).as_posix()
         # The pages link to it as `../experiments/...`, the path that also resolves on GitHub;
         # included explicitly, since mkdocs excludes any path with a part starting with a dot.
         files.append(

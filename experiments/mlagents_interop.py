@@ -1,7 +1,7 @@
 """θ handed to the real ML-Agents 1.1.0 and back, on the FindTarget build.
 
-Needs ML-Agents 1.1.0 in a virtualenv of its own (docs/interop.md, "Handing θ to ML-Agents
-and Unity", says how). From the project root, with the project's interpreter:
+Needs ML-Agents 1.1.0 in a virtualenv of its own (docs/unity-and-interop.md, "Handing θ to
+ML-Agents and Unity", says how). From the project root, with the project's interpreter:
 
     python experiments/mlagents_interop.py --mlagents-venv <dir> [--work <dir>] [--record]
 

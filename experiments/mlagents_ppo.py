@@ -1,7 +1,7 @@
 """`mlagents-learn` 1.1.0 against `meta-train meta=single` (ppo=mlagents and default), same task.
 
-Needs ML-Agents 1.1.0 in a virtualenv of its own (docs/interop.md says how). From the project
-root, with the project's interpreter, at a low priority (each run is one process; `--jobs`
+Needs ML-Agents 1.1.0 in a virtualenv of its own (docs/unity-and-interop.md says how). From the
+project root, with the project's interpreter, at a low priority (each run is one process; `--jobs`
 run at once):
 
     nice -n 10 python experiments/mlagents_ppo.py --mlagents-venv <dir> [--work <dir>]

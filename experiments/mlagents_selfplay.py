@@ -1,7 +1,7 @@
 """The real ML-Agents 1.1.0 ghost trainer on the Sumo build: both teams, ELO, stats, resume.
 
-Needs ML-Agents 1.1.0 in a virtualenv of its own (docs/interop.md, "Handing θ to ML-Agents
-and Unity", says how). From the project root, with the project's interpreter:
+Needs ML-Agents 1.1.0 in a virtualenv of its own (docs/unity-and-interop.md, "Handing θ to
+ML-Agents and Unity", says how). From the project root, with the project's interpreter:
 
     python experiments/mlagents_selfplay.py --mlagents-venv <dir> [--work <dir>]
 

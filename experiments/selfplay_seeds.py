@@ -1,9 +1,9 @@
-"""`python experiments/selfplay_seeds.py [--seeds 0 1 2 3]`: the learning test's training per seed.
+"""`python experiments/selfplay_seeds.py > experiments/selfplay/elo.md`: the learning test per seed.
 
 Sumo's default task with the learning test's budget (`meta.evaluation.reference`: 64 areas,
 500,000 learning-team agent-steps, ML-Agents' self_play defaults), one torch thread, for each
 seed s (environment seed 1 + s, theta seed s, training seed 3 + s; seed 0 is the learning test
-and the reference player). Prints the rows of docs/self-play.md's "Learning, as measured".
+and the reference player). Prints the table the Results page shows (`--seeds` picks others).
 """
 
 from __future__ import annotations

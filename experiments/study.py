@@ -9,6 +9,9 @@ every start, each at the adaptation procedure it does best with on the selection
 adapting in `workers` processes, into results/<eval_id>_eval (eval_id: run_id unless the study
 names another, to evaluate the same runs again). The study's figure, selection, summaries and
 a study.json of its seeds and tuning are copied to experiments/<copy_to>/.
+
+A variant names its study with `base: <file>` and gives only what differs: its ids, and the
+`train`, `eval` and `smoke` overrides it changes (each in place of the base's of the same key).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from meta.observe.machine import cpu_kind, cpu_model
 
@@ -34,6 +37,36 @@ COPIED = (
     "summary_per_seed.csv",
     "improvement.csv",
 )
+
+
+def overridden(base: list[str], changes: list[str]) -> list[str]:
+    """The base's overrides, each change in place of the one of its key (or after them)."""
+    by_key = {change.split("=", 1)[0]: change for change in changes}
+    kept = [by_key.pop(override.split("=", 1)[0], override) for override in base]
+    return [*kept, *by_key.values()]
+
+
+def _variant(base: DictConfig, own: DictConfig) -> DictConfig:
+    """`base` with `own`'s keys on top and its override lists changed key by key."""
+    lists = ("train", "eval")
+    merged = OmegaConf.merge(base, {k: v for k, v in own.items() if k not in {"base", *lists}})
+    for key in lists:
+        merged[key] = overridden(list(base.get(key, [])), list(own.get(key, [])))
+    return merged
+
+
+def load_study(path: Path) -> DictConfig:
+    """A study's configuration, a variant's (`base:`) resolved against the study it varies."""
+    own = OmegaConf.load(path)
+    assert isinstance(own, DictConfig), path
+    if "base" not in own:
+        return own
+    base = load_study(path.parent / str(own.base))
+    study = _variant(base, own)
+    study.smoke = _variant(
+        base.get("smoke", OmegaConf.create()), own.get("smoke", OmegaConf.create())
+    )
+    return study
 
 
 def command(script: str, function: str) -> list[str]:
@@ -124,12 +157,12 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=HERE / "study.yaml")
     parser.add_argument("--smoke", action="store_true", help="the same pipeline, tiny")
     options = parser.parse_args()
-    study = OmegaConf.load(options.config)
+    study = load_study(options.config)
     name, train, evaluate = str(study.run_id), list(study.train), list(study.eval)
-    eval_id = str(study.get("eval_id", name))  # another meta-eval of the same runs
+    eval_id = str(study.get("eval_id") or name)  # another meta-eval of the same runs
     if options.smoke:
         name = str(study.smoke.run_id)
-        eval_id = str(study.smoke.get("eval_id", name))
+        eval_id = str(study.smoke.get("eval_id") or name)
         train += list(study.smoke.train)
         evaluate += list(study.smoke.eval)
     seeds, workers = list(study.get("seeds", [0])), int(study.get("workers", 1))

@@ -15,8 +15,9 @@ import nbformat
 import pandas as pd
 import pytest
 from test_notebook import images_of, kernel, text_of
-from tinyconfig import TINY_EVAL
+from tinyconfig import TINY_EVAL, compose_config
 
+from meta.cli import evaluate_command
 from meta.run.names import hydra_value
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -74,6 +75,13 @@ def test_the_printed_resume_meta_eval_and_tensorboard_commands_paste_into_bash(
     ), evaluate.stdout
     watch = shlex.split(_printed(resumed.stdout, "Watch it with"))
     assert watch[:2] == ["tensorboard", "--logdir"] and Path(tmp_path, watch[2]) == run_dir
+
+
+def test_the_closing_line_offers_the_quick_evaluation_to_a_tour_sized_run_only() -> None:
+    tour = compose_config(["experiment=tour"])
+    assert evaluate_command(tour, "tour", "results") == "meta-eval run_id=tour eval=quick"
+    default = compose_config([])
+    assert evaluate_command(default, "r", "elsewhere") == "meta-eval run_id=r results_dir=elsewhere"
 
 
 def test_a_run_named_by_the_earlier_rule_resumes_from_the_same_overrides(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from meta.runtime.config import MATMUL_PRECISIONS
 from meta.runtime.threads import matmul_precision, torch_threads
 
 WARMUP_STEPS = 10_240
-DOCS_PAGE = "docs/performance.md"
+DOCS_PAGE = "docs/reference/benchmarks.md"
 """The manual's page whose figures `--readme` rewrites."""
 
 

@@ -37,7 +37,7 @@ CHANGEABLE_ON_RESUME = (
     "runtime",
     "eval",
 )
-"""Keys (or whole sections) a resumed run may change; docs/resuming.md says what each affects."""
+"""Keys (or whole sections) a resumed run may change; docs/training.md says what each affects."""
 
 
 class ConfigurationDrift(ValueError):
@@ -93,7 +93,7 @@ def reconcile(
         raise ConfigurationDrift(
             "resume=true continues the run's own configuration; these overrides differ from it "
             f"and cannot change on resume: {', '.join(refused)} (start a new run_id, or see "
-            "docs/resuming.md for the keys that may change)"
+            "docs/training.md for the keys that may change)"
         )
     merged = json.loads(json.dumps(dict(saved)))
     for key, (_, after) in changes.items():

@@ -64,10 +64,10 @@ def test_without_the_bench_extra_one_line_names_the_package_and_the_install(
 
 
 def test_readme_writes_the_manual_page_by_default() -> None:
-    assert bench.parse(["--readme"]).readme == "docs/performance.md"
+    assert bench.parse(["--readme"]).readme == "docs/reference/benchmarks.md"
     assert bench.parse(["--readme", "other.md"]).readme == "other.md"
     assert bench.parse([]).readme is None
-    page = Path(__file__).parents[2] / "docs" / "performance.md"
+    page = Path(__file__).parents[2] / "docs" / "reference" / "benchmarks.md"
     assert page.read_text().count(BEGIN) == 1  # the page meta-bench --readme rewrites
 
 

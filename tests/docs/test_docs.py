@@ -11,11 +11,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import nbformat
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from experiments import results
 from meta.cli import CONFIG_DIR, register_configs
 from meta.config_docs import COMMAND, PAGE, render
 
@@ -23,11 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PROGRAMS = ("meta-train ", "meta-eval ")
 LIST_ITEM = re.compile(r"\s*([-*+]|\d+[.)])\s")
-FIGURES = (
-    "experiments/hidden_goal_small/adaptation.png",
-    "experiments/hidden_goal/adaptation.png",
-    "experiments/study/adaptation.png",
-)
+FIGURES = tuple(f"experiments/{study.folder}/adaptation.png" for study in results.STUDIES)
+STUDY_CONFIG = re.compile(r"experiments/[\w/]+\.yaml")
 
 
 def test_the_configuration_reference_is_generated_from_the_schema() -> None:
@@ -53,12 +52,16 @@ def _nav_pages(node: object) -> list[str]:
 
 def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
     nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
-    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+    pages = sorted(str(p.relative_to(DOCS)) for p in [*DOCS.rglob("*.md"), *DOCS.rglob("*.ipynb")])
     assert sorted(nav) == pages
 
 
 def test_the_index_lists_every_page_of_the_nav_in_its_order() -> None:
-    nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    nav = [
+        p
+        for p in _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+        if p.endswith(".md")
+    ]
     section = (DOCS / "index.md").read_text().split("\n## Pages\n", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^- \[[^]]+\]\(([^)#]+)\)", section, re.M)
     assert listed == [page for page in nav if page != "index.md"]
@@ -155,12 +158,91 @@ def test_every_image_of_the_site_resolves_and_the_studies_show_their_figures(sit
             shown.add(target.relative_to(site.resolve()).as_posix())
     assert set(FIGURES) <= shown
     assert set(FIGURES) <= {
-        (site / "evaluation").joinpath(src).resolve().relative_to(site.resolve()).as_posix()
-        for src in _images(site / "evaluation" / "index.html")
+        (site / "results").joinpath(src).resolve().relative_to(site.resolve()).as_posix()
+        for src in _images(site / "results" / "index.html")
     }
     for figure in FIGURES:
         assert (site / figure).read_bytes() == (ROOT / figure).read_bytes()
     assert not list(DOCS.rglob("*.png")), "figures are served from experiments/, not copied"
+
+
+def _without_commits(text: str) -> str:
+    """A page with each study's commit masked: a shallow clone's history cannot name it."""
+    return re.sub(r"commit [^;]+;", "commit …;", text)
+
+
+def test_the_results_page_and_the_readme_table_agree_with_the_committed_outputs() -> None:
+    readme = results.readme_with_table(results.README.read_text())
+    for path, text in ((results.PAGE, results.render()), (results.README, readme)):
+        page, made = _without_commits(path.read_text()), _without_commits(text)
+        assert page == made, (
+            f"{path.relative_to(ROOT)} disagrees with experiments/: "
+            f"{results.first_difference(page, made)}; run {results.COMMAND}"
+        )
+
+
+def test_a_results_figure_that_disagrees_with_its_csv_is_named() -> None:
+    page = results.render()
+    line = next(
+        line for line in page.splitlines() if line.startswith("| FindTarget | `test` | Reptile")
+    )
+    edited = page.replace(line, line.replace("3,072", "2,048", 1), 1)
+    assert results.first_difference(edited, page).startswith("line ")
+    assert "3,072" in results.first_difference(edited, page)
+
+
+def test_every_study_configuration_the_manual_names_exists() -> None:
+    missing = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in [*_sources(), *sorted((ROOT / "experiments").rglob("*.yaml"))]
+        for name in STUDY_CONFIG.findall(path.read_text())
+        if not (ROOT / name).is_file()
+    ]
+    assert not missing, f"no such study configuration: {missing[0]}"
+
+
+def test_the_study_configuration_check_finds_a_missing_one() -> None:
+    assert STUDY_CONFIG.findall("run `experiments/archive/gone.yaml` again") == [
+        "experiments/archive/gone.yaml"
+    ]
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors mkdocs gives a page's headings."""
+    return {results.slug(h) for h in re.findall(r"^#+ (.+)$", page.read_text(), re.M)}
+
+
+def test_every_link_of_the_readme_into_the_manual_resolves_with_its_anchor() -> None:
+    broken = []
+    for page, anchor in re.findall(
+        r"\]\((docs/[^)#]+)(?:#([^)]+))?\)", (ROOT / "README.md").read_text()
+    ):
+        target = ROOT / page
+        if not target.is_file() or (anchor and anchor not in _anchors(target)):
+            broken.append(f"{page}#{anchor}" if anchor else page)
+    assert not broken, f"README.md links to a page or anchor that does not exist: {broken[0]}"
+
+
+NOTEBOOKS = {
+    "meta_steps": "run_dir notebooks/example/tour",
+    "sweep": "sweep_dir notebooks/example/lr_tour",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_the_sites_notebooks_are_the_repositorys_executed_on_the_example_run(name: str) -> None:
+    source = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    shown = nbformat.read(DOCS / "notebooks" / f"{name}.ipynb", as_version=4)
+    cells = [
+        c.source for c in shown.cells if "injected-parameters" not in c.metadata.get("tags", [])
+    ]
+    again = f"papermill notebooks/{name}.ipynb docs/notebooks/{name}.ipynb -p {NOTEBOOKS[name]}"
+    assert cells == [c.source for c in source.cells], (
+        f"docs/notebooks/{name}.ipynb is stale: {again}"
+    )
+    outputs = [o for c in shown.cells if c.cell_type == "code" for o in c.outputs]
+    assert outputs and not [o for o in outputs if o.output_type == "error"], again
+    assert str(ROOT) not in nbformat.writes(shown), f"{name}: a path of this machine in its outputs"
 
 
 def commands(text: str) -> list[list[str]]:

@@ -133,7 +133,7 @@ def test_run_first_refuses_a_run_whose_procedure_is_outside_the_space(
     assert not (Path(cfg.results_dir) / "s" / "eval").exists()
 
 
-STUDY = Path(__file__).parents[2] / "experiments" / "hidden_goal_small_search_first"
+STUDY = Path(__file__).parents[2] / "experiments" / "archive" / "hidden_goal_small_search_first"
 
 
 def _proposals(overrides: list[str], rounds: int) -> dict[tuple[str, str, str], list[str]]:

@@ -22,7 +22,7 @@ from meta.evaluation.adapt import AdaptJob, Setting, adapt
 from meta.evaluation.tasks import sample_tasks
 from meta.runtime.envpool import EnvPool
 
-EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+ARCHIVE = Path(__file__).resolve().parents[2] / "experiments" / "archive"
 
 
 def compose_config(overrides: list[str]) -> Config:
@@ -35,7 +35,7 @@ def compose_config(overrides: list[str]) -> Config:
 
 def study_overrides(name: str) -> list[str]:
     """The study's meta-eval overrides (its budgets and measurement), from its yaml."""
-    study = OmegaConf.load(EXPERIMENTS / f"{name}.yaml")
+    study = OmegaConf.load(ARCHIVE / f"{name}.yaml")
     return [o for o in study.eval if o.startswith("eval.")]
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from omegaconf import OmegaConf
 from scripts import experiment
 
@@ -13,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _describe(config: str) -> dict:
-    study = OmegaConf.to_container(OmegaConf.load(ROOT / "experiments" / config))
+    study = OmegaConf.to_container(OmegaConf.load(ROOT / "experiments" / "archive" / config))
     return experiment("study").describe(study, [0, 1, 2, 3, 4], ["a", "a_fomaml"], 61.4)
 
 
@@ -35,7 +37,9 @@ def test_a_grid_study_records_its_procedures_instead():
 
 
 def test_a_study_records_each_stage_and_the_cpu_it_ran_on():
-    study = OmegaConf.to_container(OmegaConf.load(ROOT / "experiments" / "hidden_goal_small.yaml"))
+    study = OmegaConf.to_container(
+        OmegaConf.load(ROOT / "experiments" / "archive" / "hidden_goal_small.yaml")
+    )
     stages = {"meta_train": 140.6, "meta_eval": 2169.2}
     record = experiment("study").describe(study, [0], ["a"], 2310.4, stages)
     assert (record["meta_train_seconds"], record["meta_eval_seconds"]) == (141, 2169)
@@ -43,3 +47,24 @@ def test_a_study_records_each_stage_and_the_cpu_it_ran_on():
     assert record["cpu"] == cpu_model() != "unknown"
     assert record["cpu_kind"] == cpu_kind() != record["cpu"]
     assert not {"cpu", "cpu_kind"} & set(_describe("hidden_goal_small_search.yaml"))  # no stages
+
+
+def test_a_variants_override_replaces_the_one_of_its_key_and_adds_the_others():
+    overridden = experiment("study").overridden
+    assert overridden(["a=1", "b=2"], ["b=3", "c=4"]) == ["a=1", "b=3", "c=4"]
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["hidden_goal_small_inner16_stratified_horizon16k", "hidden_rotation_small_inner16_horizon16k"],
+)
+def test_a_variant_resolves_to_the_configuration_its_committed_study_ran(variant: str):
+    study = experiment("study").load_study(ROOT / "experiments" / f"{variant}.yaml")
+    record = json.loads((ROOT / "experiments" / variant / "study.json").read_text())
+    assert (list(study.train), list(study.eval)) == (record["train"], record["eval"])
+    assert (study.run_id, study.copy_to, study.smoke.run_id) == (
+        variant,
+        variant,
+        f"{variant}_smoke",
+    )
+    assert not study.get("eval_id") and not study.smoke.get("eval_id")
