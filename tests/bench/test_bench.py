@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import envs
 from envs.tasks.core import BatchedTask
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.schedules import LEARNING_RATE_FLOOR, decayed
 from meta.bench import limit as bench_limit
 from meta.bench import sb3 as bench_sb3

@@ -12,7 +12,7 @@ import torch
 from tinyconfig import TINY_EVAL, TINY_MEASURE
 
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.stacked.train import same_shape, stackable, train_stacked
+from meta.algorithm.training import stack_key, train_requests
 from meta.algorithm.training import train as train_alone
 from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters
@@ -91,14 +91,14 @@ def test_a_linear_schedule_adapts_stacked_as_alone(tiny_config: Factory) -> None
     ]
     requests = [job.request() for job in jobs]
     assert all(r.ppo.learning_rate_schedule == "linear" for r in requests)
-    assert all(same_shape(requests[0], r) and stackable(r) is None for r in requests)
+    assert all(stack_key(requests[0]) == stack_key(r) for r in requests)
     pool = EnvPool(cfg.env)
 
     def envs() -> list:  # type: ignore[type-arg]
         return [pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
 
     alone = [train_alone(r, env) for r, env in zip(requests, envs(), strict=True)]
-    stacked = train_stacked(requests, envs())
+    stacked = train_requests(requests, envs())
 
     def delta(x: dict, y: dict) -> float:  # type: ignore[type-arg]
         return max(float((x[k] - y[k]).abs().max()) for k in x)

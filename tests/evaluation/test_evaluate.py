@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.config import Config
 from meta.evaluation.episodes import policy_actor, run_episodes
 from meta.evaluation.evaluate import evaluate, plan_eval

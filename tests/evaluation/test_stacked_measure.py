@@ -13,8 +13,8 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.train import policy_for
-from meta.algorithm.stacked.train import train_stacked
+from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.training import train_requests
 from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import AdaptJob, Setting
@@ -133,7 +133,7 @@ def test_measured_together_gives_the_rows_measured_alone(tiny_config: Factory) -
     jobs, pool = _jobs(tiny_config, "eval.budgets=[0,1,3]")
     requests = [job.request() for job in jobs]
     made = [pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
-    results = train_stacked(requests, made)
+    results = train_requests(requests, made)
     together = measured_together(pool, jobs, results)
     alone = [measured(pool, job, result) for job, result in zip(jobs, results, strict=True)]
     assert len(together) == len(jobs) == 8 and {len(rows) for rows in together} == {3}
@@ -156,5 +156,5 @@ def test_the_batched_executor_measures_a_stack_together(tiny_config: Factory) ->
     jobs, pool = _jobs(tiny_config, "eval.budgets=[0,2]")
     requests = [job.request() for job in jobs]
     made = [pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
-    expected = measured_together(pool, jobs, train_stacked(requests, made))
+    expected = measured_together(pool, jobs, train_requests(requests, made))
     assert _text(list(BatchedExecutor(pool).run(jobs))) == _text(expected)

@@ -13,23 +13,32 @@ import pytest
 MEASURE = """
 import resource, torch
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.loss import Minibatch, gradient_step, make_optimizer
+from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import make_policy
+from meta.algorithm.ppo.train import make_optimizer
+from meta.algorithm.ppo.loss import actor_loss, critic_loss
+from meta.algorithm.ppo.update import gradient_step, hyper_tensors
 from meta.runtime.allocator import keep_freed_memory
 torch.set_num_threads(1)
 if KEEP:
     assert keep_freed_memory() and keep_freed_memory()  # once per process, then cached
 cfg = PPOConfig()
-policy = make_policy(10, 2, NetworkConfig(), seed=0)
-optimizer = make_optimizer(policy, cfg.learning_rate)
+network = NetworkConfig()
+weights = make_policy(10, 2, network, seed=0).state_dict()
+policy = PolicyStack([weights], network.normalize, network.normalizer_epsilon, "cpu")
+optimizer = make_optimizer(policy, cfg)
+hyper = hyper_tensors([Hyper.of(cfg)], policy.device)
 g = torch.Generator().manual_seed(0)
+names = ("features", "actions", "old_log_probs", "old_values", "advantages", "returns")
 shapes = ((10,), (2,), (), (), (), ())
-batch = Minibatch(*(torch.randn(cfg.batch_size, *s, generator=g) for s in shapes))
+batch = {n: torch.randn(1, cfg.batch_size, *s, generator=g) for n, s in zip(names, shapes)}
+losses = (actor_loss, critic_loss)
 for _ in range(5):
-    gradient_step(policy, optimizer, batch, cfg, cfg.epsilon, cfg.beta)
+    gradient_step(policy, optimizer, batch, cfg, hyper, losses)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(STEPS):
-    gradient_step(policy, optimizer, batch, cfg, cfg.epsilon, cfg.beta)
+    gradient_step(policy, optimizer, batch, cfg, hyper, losses)
 print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / STEPS)
 """
 STEPS = 200

@@ -14,13 +14,18 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.weights import cpu_weights
+from meta.algorithm.reptile import Task
+from meta.algorithm.request import TrainRequest
 from meta.config import Config, EnvConfig, RuntimeConfig
+from meta.runtime.envpool import EnvPool
 from meta.evaluation.evaluate import plan_eval
 from meta.run.faults import FAULT_ENV
 from meta.runtime.batched import Stacked, units
 from meta.runtime.executor import make_executor
 from meta.runtime.jobs import Training
-from tests.algorithm.test_stacked import _requests as _stacked_requests
 
 Factory = Callable[..., Config]
 
@@ -114,6 +119,15 @@ def test_every_executor_that_stacks_passes_compile_on() -> None:
         assert workers.compiled  # type: ignore[attr-defined]
     finally:
         workers.close()
-    _, requests = _stacked_requests()
+    requests = _stackable_requests()
     (_, share), *_ = units([Training(r) for r in requests], 1, compiled=True)
     assert isinstance(share, Stacked) and share.compiled
+
+
+def _stackable_requests() -> list[TrainRequest]:
+    """Three trainings that share a stack."""
+    pool = EnvPool(EnvConfig(num_areas=8))
+    network, ppo = NetworkConfig(hidden_units=32), PPOConfig(max_steps=1024, buffer_size=512)
+    theta = cpu_weights(policy_for(pool.env("FindTarget", {}, 0), network, seed=5))
+    task = Task("FindTarget", {})
+    return [TrainRequest((task,), theta, 40 + i, ppo, network) for i in range(3)]

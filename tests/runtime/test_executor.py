@@ -9,7 +9,7 @@ import torch
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.train import policy_for
+from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
 from meta.config import EnvConfig
