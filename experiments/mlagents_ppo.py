@@ -125,6 +125,11 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=1, help="the first trained seed")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument(
+        "--stacked",
+        action="store_true",
+        help="train our trainers' seeds of a task as one stack (seeds=[...]), not one by one",
+    )
+    parser.add_argument(
         "--trainers", nargs="*", default=[MLAGENTS, "ppo=mlagents", "default"], help="to train"
     )
     parser.add_argument(
@@ -164,8 +169,14 @@ def main() -> None:
     earlier = args.reuse_from or [args.out / "curves.csv"]
     kept = reused(earlier, args.reuse, args.tasks)  # before training
     started = time.monotonic()
+    alone = [run for run in runs if run.trainer == MLAGENTS or not args.stacked]
+    stacks = [
+        [run for run in runs if (run.task, run.trainer) == key]
+        for key in dict.fromkeys((run.task, run.trainer) for run in runs if run not in alone)
+    ]
     with ThreadPoolExecutor(args.jobs) as pool:
-        walls = list(pool.map(lambda run: train(run, work, learn), runs))
+        walls = list(pool.map(lambda run: train(run, work, learn), alone))
+        walls += list(pool.map(lambda group: train_stacked(group, work), stacks))
     total = time.monotonic() - started
     curves = {run: read_curve(run, work) for run in runs} | kept
     write_outputs(args.out, curves)
@@ -192,14 +203,7 @@ def train(run: Run, work: Path, learn: Path | None) -> float:
         # the build runs on the project's interpreter, whatever mlagents-learn's is
         env = {**os.environ, **single, "META_HARNESS_PYTHON": sys.executable}
     else:
-        task = f"[{{name: {run.task}, weight: 1.0, params: {{{TASK_PARAMS[run.task]}}}}}]"
-        command = [sys.executable, "-m", "meta", "meta=single", *OURS[run.trainer]]
-        command += ["logger=quiet", f"results_dir={results}", f"run_id={run.run_id}"]
-        # one training of the whole run, as mlagents-learn trains: its environment and what an
-        # agent has begun carry from buffer to buffer (meta=single's chunks start afresh)
-        command += [f"seed={run.seed}", "meta.steps=1", f"ppo.max_steps={BUFFERS * BUFFER}"]
-        command += ["logger.per_update_csv=true"]
-        command += ["network.normalize=false", f"env.num_areas={AREAS}", f"meta.tasks={task}"]
+        command = ours(run, results, run.run_id, f"seed={run.seed}")
         env = {**os.environ, **single, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, capture_output=True, text=True, cwd=work, env=env)
     (work / f"{run.run_id}.log").write_text(done.stdout + done.stderr)
@@ -208,6 +212,50 @@ def train(run: Run, work: Path, learn: Path | None) -> float:
     wall = time.monotonic() - started
     (work / f"{run.run_id}.wall").write_text(f"{wall:.1f}\n")
     print(f"{run.run_id}: {wall:.0f} s", flush=True)
+    return wall
+
+
+def ours(run: Run, results: Path, run_id: str, *seeds: str) -> list[str]:
+    """Our trainer's command line for `run` (its seed or seeds given by `seeds`)."""
+    task = f"[{{name: {run.task}, weight: 1.0, params: {{{TASK_PARAMS[run.task]}}}}}]"
+    command = [sys.executable, "-m", "meta", "meta=single", *OURS[run.trainer]]
+    command += ["logger=quiet", f"results_dir={results}", f"run_id={run_id}", *seeds]
+    # one training of the whole run, as mlagents-learn trains: its environment and what an
+    # agent has begun carry from buffer to buffer (meta=single's chunks start afresh)
+    command += ["meta.steps=1", f"ppo.max_steps={BUFFERS * BUFFER}", "logger.per_update_csv=true"]
+    return [*command, "network.normalize=false", f"env.num_areas={AREAS}", f"meta.tasks={task}"]
+
+
+def train_stacked(runs: Sequence[Run], work: Path) -> float:
+    """Our trainer's seeds of one task as one stack (`seeds=[...]`, each run's directory then
+    named as when trained alone); the wall time of the whole stack (0 if every run finished)."""
+    if all((work / f"{run.run_id}.wall").exists() for run in runs):
+        return 0.0
+    results, first = work / "results", runs[0]
+    base = f"{first.task}-{re.sub('[^A-Za-z0-9]+', '_', first.trainer)}-stacked"
+    seeds = "seeds=[" + ",".join(str(run.seed) for run in runs) + "]"
+    command = ours(first, results, base, seeds, "runtime=batched")
+    single = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    results.mkdir(parents=True, exist_ok=True)
+    for run in runs:
+        shutil.rmtree(results / f"{base}-seed_{run.seed}", ignore_errors=True)
+    started = time.monotonic()
+    done = subprocess.run(
+        [*command, "force=true"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env={**os.environ, **single},
+    )
+    (work / f"{base}.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise SystemExit(f"{base} failed (exit {done.returncode}): see its log in {work}")
+    wall = time.monotonic() - started
+    for run in runs:
+        shutil.rmtree(results / run.run_id, ignore_errors=True)
+        (results / f"{base}-seed_{run.seed}").rename(results / run.run_id)
+        (work / f"{run.run_id}.wall").write_text(f"{wall:.1f}\n")
+    print(f"{base}: {wall:.0f} s for {len(runs)} seeds", flush=True)
     return wall
 
 

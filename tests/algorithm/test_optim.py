@@ -287,11 +287,6 @@ def test_a_member_that_sits_out_keeps_its_weights_moments_and_step_count() -> No
         assert not torch.equal(stack.weights(i)["actor.0.weight"], before[i]["actor.0.weight"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="meta/algorithm/ppo/optim.py StackOptimizer.load: a stack of 2+ takes an optimizer "
-    "state for other parameters without a word (a stack of one refuses it)",
-)
 def test_a_stack_of_several_refuses_a_state_for_other_parameters() -> None:
     other = torch.nn.Parameter(torch.zeros(2))
     other.grad = torch.ones(2)

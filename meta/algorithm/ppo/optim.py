@@ -88,11 +88,7 @@ class Optimizer:
     def load_state_dict(self, state_dict: State) -> None:
         """Take a state_dict of this optimizer or torch.optim's over the same parameters."""
         groups = state_dict["param_groups"]
-        if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
-            raise ValueError(
-                f"optimizer state for {[len(g['params']) for g in groups]} parameters in "
-                f"{len(groups)} group(s); this optimizer has {len(self.params)} in one"
-            )
+        check_groups(state_dict, len(self.params))
         steps_on_param = bool(groups[0].get("fused") or groups[0].get("capturable"))
         self.state = {}
         for i, slots in state_dict["state"].items():
@@ -102,6 +98,16 @@ class Optimizer:
                 for key, value in slots.items()
             }
         self.param_groups = [{"params": self.params, **_hyper(groups[0])}]
+
+
+def check_groups(state_dict: State, params: int) -> None:
+    """ValueError unless an optimizer's state_dict is of one group of `params` parameters."""
+    groups = state_dict["param_groups"]
+    if len(groups) != 1 or len(groups[0]["params"]) != params:
+        raise ValueError(
+            f"optimizer state for {[len(g['params']) for g in groups]} parameters in "
+            f"{len(groups)} group(s); this optimizer has {params} in one"
+        )
 
 
 def _hyper(group: dict[str, Any]) -> dict[str, Any]:
@@ -306,6 +312,7 @@ class StackOptimizer:
             self.steps[i] = optimizer_steps(state)
             if state is None:
                 continue
+            check_groups(state, len(self.params))
             order = state["param_groups"][0]["params"]
             for index, slots in state["state"].items():
                 if "exp_avg" in slots:
