@@ -14,11 +14,13 @@ import torch
 
 import envs
 from meta.algorithm.ppo import update
+from meta.algorithm.ppo.collect import StackedCollection
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.network import pieces
 from meta.algorithm.ppo.optim import optimizer_steps
 from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.rollout import Rollout
 from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import Weights, cpu_weights
 from meta.algorithm.reptile import Task
@@ -304,13 +306,41 @@ def test_a_stack_is_deterministic() -> None:
         assert _same(a.weights, b.weights) and repr(a.updates) == repr(b.updates)
 
 
-def test_tasks_stepped_as_one_core_train_bitwise_as_each_environment_by_itself() -> None:
+MERGE_BUG = (
+    "meta/algorithm/ppo/train.py merges a stack's built-in tasks into one core only when "
+    "cfg.buffer_assembly == 'fixed', a value ppo.buffer_assembly never takes ('steps' or "
+    "'pieces'): merge=True never merges. With that condition fixed, merged collection acts "
+    "through PolicyStack.act (baddbmm), apart through each member's FrozenPolicy (addmm), "
+    "and the values round differently (merged and apart trainings then differ by ~3e-8)"
+)
+
+
+def _merging(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A count of the buffers collected by stepping the stack's tasks as one core."""
+    calls = [0]
+    collect = StackedCollection.collect
+
+    def counted(self: StackedCollection, *args: object, **kwargs: object) -> list[Rollout]:
+        calls[0] += 1
+        return collect(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StackedCollection, "collect", counted)
+    return calls
+
+
+@pytest.mark.xfail(strict=True, reason=MERGE_BUG)
+def test_tasks_stepped_as_one_core_train_bitwise_as_each_environment_by_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # FOMAML's meta-gradient collects a buffer more from each environment after the training,
     # so it also checks that each environment goes on from where the stack left it
+    merging = _merging(monkeypatch)
     a, b, c = _requests(meta_gradient=True, snapshots=(1,))
     hidden = replace(c, tasks=(Task("FindTarget", {"hidden_goal": 1, "goal_x": -0.4}),), seed=3)
     requests = [a, b, c, hidden, replace(b, seed=11)]
-    merged, apart = _stacked(requests, merge=True), _stacked(requests, merge=False)
+    merged = _stacked(requests, merge=True)
+    assert merging[0] > 0  # the stack did step its tasks as one core
+    apart = _stacked(requests, merge=False)
     for m, s in zip(merged, apart, strict=True):
         assert m.meta_gradient is not None and s.meta_gradient is not None
         assert _same(m.weights, s.weights) and _same(m.meta_gradient, s.meta_gradient)
@@ -320,7 +350,11 @@ def test_tasks_stepped_as_one_core_train_bitwise_as_each_environment_by_itself()
     assert sum(m.stats["episodes"] for m in merged) > 0
 
 
-def test_tasks_side_by_side_step_in_their_families_cores_bitwise_as_each_member_alone() -> None:
+@pytest.mark.xfail(strict=True, reason=MERGE_BUG)
+def test_tasks_side_by_side_step_in_their_families_cores_bitwise_as_each_member_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    merging = _merging(monkeypatch)
     mixed = (Task("CarryObject", {}), Task("FindTarget", {"goal_x": -0.3}))
     network = replace(NETWORK, normalize=True)
     requests = [
@@ -328,7 +362,9 @@ def test_tasks_side_by_side_step_in_their_families_cores_bitwise_as_each_member_
         replace(_chunk(0, 2), network=network, weights=None),
         replace(_chunk(0, 3), tasks=mixed[::-1], network=network, weights=None),
     ]
-    merged, apart = _stacked(requests, merge=True), _stacked(requests, merge=False)
+    merged = _stacked(requests, merge=True)
+    assert merging[0] > 0  # one core per family
+    apart = _stacked(requests, merge=False)
     for m, s in zip(merged, apart, strict=True):
         assert _same(m.weights, s.weights)
         assert _same(_moments(m.optimizer_state), _moments(s.optimizer_state))
