@@ -139,38 +139,14 @@ def train_stack(
     optimizer = make_optimizer(policy, cfg)
     optimizer.load(stack.optimizer_states)
     generators = [torch.Generator().manual_seed(seed) for seed in stack.seeds]
-    channels = [getattr(env, "stats_channel", None) for env in envs]
-    for channel in channels:
-        if channel is not None:
-            channel.get_and_reset_stats()
-    sessions = [
-        None if session_for is None else session_for(i, policy.member(i), generators[i])
-        for i in range(k)
-    ]
-    # a session's environment counts its own outcomes (a game's, from the learning team's view)
-    successes = [
-        SuccessLog(c if s is None else None) for c, s in zip(channels, sessions, strict=True)
-    ]
-    merged = (
-        merge
-        and k > 1
-        and all(s is None for s in sessions)
-        and cfg.buffer_assembly == "fixed"
-        and stackable_envs(envs)
+    run = _collection(stack, envs, policy, generators, session_for, merge)
+    collectors, episodes, sessions, successes = (
+        run.collectors,
+        run.episodes,
+        run.sessions,
+        run.successes,
     )
-    collectors: StackedCollection | list[Collecting]
-    if merged:
-        collectors = StackedCollection(envs, cfg.time_horizon, timers, policy.device)  # type: ignore[arg-type]
-        episodes, agents = collectors.episodes, {collectors.n}
-    else:
-        collectors = [
-            s.collector if s is not None else _collector(env, policy.member(i), g, cfg, timers)
-            for i, (s, env, g) in enumerate(zip(sessions, envs, generators, strict=True))
-        ]
-        episodes, agents = [c.episodes for c in collectors], {c.num_agents for c in collectors}
-    if len(agents) != 1:
-        raise ValueError("stacked trainings need the same number of agents in every environment")
-    horizon = max(math.ceil(cfg.buffer_size / agents.pop()), 1)
+    horizon = run.horizon
     histories: list[list[dict[str, float]]] = [[] for _ in range(k)]
     snapshots = [
         {0: policy.weights(i)} if 0 in (stack.snapshots[i] if stack.snapshots else ()) else {}
@@ -239,6 +215,66 @@ def train_stack(
             )
         )
     return out
+
+
+@dataclass
+class _Collection:
+    """How the members' buffers are collected, and what each member's collection reports."""
+
+    collectors: StackedCollection | list[Collecting]
+    episodes: list[EpisodeLog]
+    sessions: list[Session | None]
+    successes: list[SuccessLog]
+    horizon: int
+    """Environment steps per buffer."""
+
+
+def _collection(
+    stack: Stack,
+    envs: Sequence[AgentEnvironment],
+    policy: PolicyStack,
+    generators: list[torch.Generator],
+    session_for: SessionFor | None,
+    merge: bool,
+) -> _Collection:
+    """Each member's session and collector, or one collection of all: built-in tasks of one
+    family merged into one core where `merge` and every member collects fixed buffers."""
+    cfg, k = stack.cfg, len(envs)
+    channels = [getattr(env, "stats_channel", None) for env in envs]
+    for channel in channels:
+        if channel is not None:
+            channel.get_and_reset_stats()
+    sessions = [
+        None if session_for is None else session_for(i, policy.member(i), generators[i])
+        for i in range(k)
+    ]
+    # a session's environment counts its own outcomes (a game's, from the learning team's view)
+    successes = [
+        SuccessLog(c if s is None else None) for c, s in zip(channels, sessions, strict=True)
+    ]
+    merged = (
+        merge
+        and k > 1
+        and all(s is None for s in sessions)
+        and cfg.buffer_assembly == "fixed"
+        and stackable_envs(envs)
+    )
+    collectors: StackedCollection | list[Collecting]
+    if merged:
+        collectors = StackedCollection(envs, cfg.time_horizon, stack.timers, policy.device)  # type: ignore[arg-type]
+        episodes, agents = collectors.episodes, {collectors.n}
+    else:
+        collectors = [
+            s.collector
+            if s is not None
+            else _collector(env, policy.member(i), g, cfg, stack.timers)
+            for i, (s, env, g) in enumerate(zip(sessions, envs, generators, strict=True))
+        ]
+        episodes, agents = [c.episodes for c in collectors], {c.num_agents for c in collectors}
+    if len(agents) != 1:
+        raise ValueError("stacked trainings need the same number of agents in every environment")
+    horizon = max(math.ceil(cfg.buffer_size / agents.pop()), 1)
+    return _Collection(collectors, episodes, sessions, successes, horizon)
 
 
 def make_optimizer(policy: PolicyStack, cfg: PPOConfig) -> StackOptimizer:
