@@ -52,6 +52,17 @@ def train_requests(
     timers = timers or NullTimers()
     first = requests[0]
     games = [is_game(env, first.ppo) for env in envs]
+    if len(set(games)) > 1:
+        # games collect member by member, the others in lockstep: each kind in its own stack,
+        # so that a member's companions never change how it acts
+        kinds: dict[int, TrainResult] = {}
+        for kind in (False, True):
+            mine = [i for i, game in enumerate(games) if game is kind]
+            kind_results = train_requests(
+                [requests[i] for i in mine], [envs[i] for i in mine], timers, merge, compiled
+            )
+            kinds.update(zip(mine, kind_results, strict=True))
+        return [kinds[i] for i in range(len(requests))]
     starts = [cpu_weights(start_policy(r, e)) for r, e in zip(requests, envs, strict=True)]
     if first.updates == 0:
         return [

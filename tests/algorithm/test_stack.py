@@ -296,6 +296,19 @@ def test_games_in_a_stack_train_each_with_its_own_ghost_as_alone() -> None:
     assert len(set(elos)) == 3  # each member its own ghost and ELO
 
 
+def test_a_game_beside_tasks_leaves_how_the_tasks_train_unchanged() -> None:
+    # games collect member by member and tasks in lockstep: a game among the requests trains
+    # in a stack of its own kind, and the tasks' members keep their bits
+    ppo = replace(PPO, self_play=SELF_PLAY)
+    tasks = _requests(ppo)
+    game = TrainRequest((GAMES[0],), tasks[0].weights, 70, ppo, NETWORK)
+    without = _stacked(tasks)
+    mixed = _stacked([tasks[0], game, tasks[1], tasks[2]])
+    for a, b in zip(without, [mixed[0], *mixed[2:]], strict=True):
+        assert _same(a.weights, b.weights) and repr(a.updates) == repr(b.updates)
+    assert mixed[1].self_play_state is not None and ELO in mixed[1].stats
+
+
 # bitwise guarantees of how a stack is cut and stepped
 
 
@@ -304,15 +317,6 @@ def test_a_stack_is_deterministic() -> None:
     first, again = _stacked(requests), _stacked(requests)
     for a, b in zip(first, again, strict=True):
         assert _same(a.weights, b.weights) and repr(a.updates) == repr(b.updates)
-
-
-MERGE_BUG = (
-    "meta/algorithm/ppo/train.py merges a stack's built-in tasks into one core only when "
-    "cfg.buffer_assembly == 'fixed', a value ppo.buffer_assembly never takes ('steps' or "
-    "'pieces'): merge=True never merges. With that condition fixed, merged collection acts "
-    "through PolicyStack.act (baddbmm), apart through each member's FrozenPolicy (addmm), "
-    "and the values round differently (merged and apart trainings then differ by ~3e-8)"
-)
 
 
 def _merging(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -328,7 +332,6 @@ def _merging(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-@pytest.mark.xfail(strict=True, reason=MERGE_BUG)
 def test_tasks_stepped_as_one_core_train_bitwise_as_each_environment_by_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -350,7 +353,6 @@ def test_tasks_stepped_as_one_core_train_bitwise_as_each_environment_by_itself(
     assert sum(m.stats["episodes"] for m in merged) > 0
 
 
-@pytest.mark.xfail(strict=True, reason=MERGE_BUG)
 def test_tasks_side_by_side_step_in_their_families_cores_bitwise_as_each_member_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -12,8 +12,7 @@ from tinyconfig import TINY_EVAL
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.config import NetworkConfig
-from meta.algorithm.ppo.policy import Policy
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.training import train_requests
 from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters

@@ -20,10 +20,10 @@ from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
 from meta.config import Config, EnvConfig, RuntimeConfig
-from meta.runtime.envpool import EnvPool
 from meta.evaluation.evaluate import plan_eval
 from meta.run.faults import FAULT_ENV
 from meta.runtime.batched import Stacked, units
+from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import make_executor
 from meta.runtime.jobs import Training
 

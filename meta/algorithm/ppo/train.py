@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -256,7 +257,7 @@ def _collection(
         merge
         and k > 1
         and all(s is None for s in sessions)
-        and cfg.buffer_assembly == "fixed"
+        and cfg.buffer_assembly != "pieces"
         and stackable_envs(envs)
     )
     collectors: StackedCollection | list[Collecting]
@@ -306,13 +307,30 @@ def _collect(
     timers: Timers,
     active: list[bool],
 ) -> list[Rollout | None]:
-    """One buffer of every `active` member (None for the others): merged, the stack acting for
-    all at each step (they are all active: their buffers fill alike); else each member's
-    collector in turn, the member acting alone."""
+    """One buffer of every `active` member (None for the others).
+
+    Built-in tasks merged, or PPO's own collectors of fixed buffers, step in lockstep with the
+    stack acting for all at each step (their buffers fill alike, so all are active), and give
+    the same numbers either way. A stack of one, a game's collectors and buffers of pieces
+    step one member after the other, each member acting alone.
+    """
+    values_of = [partial(policy.member_value, i) for i in range(policy.k)]
     if isinstance(collectors, StackedCollection):
-        values_of = [lambda obs, i=i: policy.member_value(i, obs) for i in range(policy.k)]
         return collectors.collect(steps, lambda obs: policy.act(obs, generators), values_of)  # type: ignore[return-value]
-    return [c.collect(steps) if a else None for c, a in zip(collectors, active, strict=True)]
+    if policy.k == 1 or not all(type(c) is Collector for c in collectors):
+        return [c.collect(steps) if a else None for c, a in zip(collectors, active, strict=True)]
+    stepping = [c.stepping(steps, v) for c, v in zip(collectors, values_of, strict=True)]  # type: ignore[attr-defined]
+    obs = [next(s) for s in stepping]
+    rollouts: list[Rollout | None] = []
+    while not rollouts:
+        with timers.scope("policy_forward"):
+            actions, log_probs, values = policy.act(torch.stack(obs).to(policy.device), generators)
+        for i, s in enumerate(stepping):
+            try:
+                obs[i] = s.send((actions[i], log_probs[i], values[i]))
+            except StopIteration as done:
+                rollouts.append(done.value)
+    return rollouts
 
 
 def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:
@@ -365,7 +383,7 @@ def summary(
     history: list[dict[str, float]], episodes: EpisodeLog, success: float, steps: int, wall: float
 ) -> dict[str, float]:
     """Mean update statistics, episode returns and lengths, counts, wall time and success."""
-    stats = {key: float(np.mean([h[key] for h in history])) for key in history[0]}
+    stats = {key: float(np.mean([h[key] for h in history])) for key in (history or [{}])[0]}
     stats.update(
         {
             CUMULATIVE_REWARD: _mean(episodes.returns),

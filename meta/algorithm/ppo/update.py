@@ -221,7 +221,7 @@ def flat_buffer(
 
     Features are the observations normalised once: the normaliser only moves between updates.
     """
-    whole = cfg.buffer_assembly == "fixed" and all(r is not None for r in rollouts)
+    whole = cfg.buffer_assembly != "pieces" and all(r is not None for r in rollouts)
     if whole:
         columns = {
             name: torch.stack([getattr(r, name) for r in rollouts], 1)
