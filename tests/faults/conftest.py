@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from commandline import run_main
 from faultkit import RESUME, RESUME_END, RUN, RUN_END, STARTUP_END, Reference, done_line, run, start
 from processes import life, started, wait_until
 
@@ -30,10 +31,13 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A working directory holding one completed run, results/done (copied per test)."""
+    """A working directory holding one completed run, results/done (copied per test).
+
+    Trained in-process: the tests that read it test what later commands do with it.
+    """
     cwd = tmp_path_factory.mktemp("finished")
-    code, err = run(cwd, *RUN, "run_id=done")
-    assert code == 0, err
+    done = run_main("meta-train", *RUN, "run_id=done", cwd=cwd)
+    assert done.returncode == 0, done.stderr
     return cwd
 
 
