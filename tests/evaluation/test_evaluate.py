@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -13,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from commandline import run_main
 from omegaconf import OmegaConf
 
 import envs
@@ -277,15 +275,6 @@ def test_missing_run_and_run_without_weights(
         plan_eval(eval_config(tiny_config, "empty"), "empty")
 
 
-def meta_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The meta-eval entry point in a fresh interpreter (console script or not)."""
-    code = "import sys; from meta.cli import eval_main; sys.argv[0] = 'meta-eval'; eval_main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
-
-
-@pytest.mark.integration
 @pytest.mark.parametrize(
     ("run_id", "extra", "message"),
     [
@@ -301,15 +290,16 @@ def test_cli_errors_are_one_line_and_write_nothing(
 ) -> None:
     run_dir = fake_run(run_id, weights=run_id != "empty")
     before = listing(tmp_path)
-    done = meta_eval(tmp_path, f"run_id={run_id}", f"results_dir={run_dir.parent}", *extra)
-    assert done.returncode != 0
+    done = run_main(
+        "meta-eval", f"run_id={run_id}", f"results_dir={run_dir.parent}", *extra, cwd=tmp_path
+    )
+    assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("meta-eval: error: "), done.stderr
     assert message in lines[0]
     assert listing(tmp_path) == before
 
 
-@pytest.mark.integration
 def test_eval_quick_on_the_command_line_writes_every_output_in_80_columns(
     tiny_config: Factory, tmp_path: Path
 ) -> None:
@@ -317,14 +307,7 @@ def test_eval_quick_on_the_command_line_writes_every_output_in_80_columns(
     results = tmp_path / "results"
     args = ["run_id=quick", f"results_dir={results}", "eval=quick", "eval.buffer_size=128"]
     args += ["eval.budgets=[0,1]", "eval.seeds=1", "eval.tasks_per_family=1"]  # episodes: quick's
-    code = "import sys; from meta.cli import eval_main; sys.argv[0] = 'meta-eval'; eval_main()"
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "80"},
-    )
+    done = run_main("meta-eval", *args, cwd=tmp_path, columns=80)
     assert done.returncode == 0, done.stderr
     out = results / "quick" / "eval"
     for name in ("adaptation.csv", "summary.csv", "steps_to_80.csv", "adaptation.png"):
