@@ -6,14 +6,14 @@ import compileall
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from portblocks import port_blocks
 from tinyconfig import TINY, compose_config
 
-from envs.backend import ports
 from meta.config import Config
 
 
@@ -38,6 +38,23 @@ def _compile_the_package() -> None:
         root = Path(__file__).resolve().parent.parent
         for package in ("meta", "envs", "hydra_plugins"):
             compileall.compile_dir(root / package, quiet=1)
+
+
+LEFT_OUT_OF_THE_QUICK_LOOP = ("slow", "integration", "heavy")
+"""Markers of the tests the quick loop (`-m quick`) leaves to the whole suite."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `quick` every test that starts no process, trains for no more than a moment and
+    needs no Ray cluster (one takes seconds to start): the loop run before each commit.
+
+    Before `-m` selects (pytest's own hook runs after the conftests' ones).
+    """
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            continue
+        if not any(item.get_closest_marker(name) for name in LEFT_OUT_OF_THE_QUICK_LOOP):
+            item.add_marker(pytest.mark.quick)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -67,9 +84,11 @@ def tiny_config(tmp_path: Path) -> Callable[..., Config]:
 
 
 @pytest.fixture
-def free_ports() -> Callable[..., int]:
-    """A function: the first of `count` consecutive TCP ports nobody listens on right now."""
-    return ports.free_ports
+def free_ports() -> Iterator[Callable[..., int]]:
+    """A function: the first of `count` consecutive TCP ports this test holds alone on the
+    machine (tests/portblocks.py), not ones that merely nobody listened on a moment ago."""
+    with port_blocks() as take:
+        yield take
 
 
 PLAIN_ENV = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
