@@ -1,16 +1,24 @@
-"""Path tricks: a run id is a name, and nothing outside the run is deleted, written or followed."""
+"""Path tricks: a run id is a name, and nothing outside the run is deleted, written or followed.
+
+meta-train and meta-eval run in-process through their entry functions (tests/commandline.py):
+what is tested is which paths they read, write and refuse, not the process.
+"""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from faultkit import ENV, RUN, run, snapshot
+from commandline import run_main
+from faultkit import RUN, snapshot
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+def run(cwd: Path, *args: str) -> tuple[int, str]:
+    """meta-train <args> in `cwd`, in-process: its exit code and stderr."""
+    done = run_main("meta-train", *args, cwd=cwd)
+    return done.returncode, done.stderr
+
 
 TRICKS = ["..", ".", "../escape", "/an/absolute/path", "a/b", ".a", "...", "tab\there"]
 
@@ -34,14 +42,7 @@ def test_a_path_for_a_run_id_is_refused_before_anything_is_touched(run_id: str, 
 
 
 def _meta_eval(cwd: Path, *args: str) -> tuple[int, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", "from meta.launch import evaluate; evaluate()", *args],
-        cwd=cwd,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_main("meta-eval", *args, cwd=cwd)
     return done.returncode, done.stderr
 
 
