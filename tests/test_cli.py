@@ -92,6 +92,7 @@ def test_a_bad_value_is_refused_before_torch_is_imported(tmp_path: Path) -> None
 
 
 def test_existing_run_is_refused_without_changes(tmp_path: Path) -> None:
+    """Neither resume nor force: one line, exit code 2, and not a byte of the run changed."""
     first = run_main("meta-train", *TINY, "meta.steps=1", "run_id=r", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     run_dir = tmp_path / "results" / "r"
