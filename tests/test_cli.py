@@ -103,9 +103,10 @@ def test_existing_run_is_refused_without_changes(tmp_path: Path) -> None:
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
 
 
-@pytest.mark.integration
-def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path, meta_train: MetaTrain) -> None:
-    done = meta_train(
+def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path) -> None:
+    """Standard output and error are not terminals (as in a pipe): plain lines, no bar."""
+    done = run_main(
+        "meta-train",
         "experiment=tiny",
         "meta.steps=3",
         "run_id=plain",
