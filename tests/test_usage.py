@@ -101,6 +101,7 @@ def test_meta_eval_selects_its_help_only_with_help() -> None:
     assert eval_argv(["run_id=r", "-h"]) == ["hydra/help=eval", "run_id=r", "-h"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "argv",
     [["--help"], ["meta.steps=7", "-h"], [EVAL_HELP, "eval.budgets=[1,2]", "--help"]],

@@ -32,6 +32,7 @@ def frames(text: str) -> list[list[str]]:
     return [lines[i : i + len(PHASES)] for i in range(0, len(lines), len(PHASES))]
 
 
+@pytest.mark.heavy
 def test_the_bar_covers_every_phase_with_its_time_left_in_80_columns(
     tiny_config: Callable[..., Config],
 ) -> None:

@@ -75,6 +75,7 @@ def eval_config(tiny_config: Factory, run_id: str, *overrides: str) -> Config:
     return tiny_config(f"run_id={run_id}", *TINY_EVAL, *overrides)
 
 
+@pytest.mark.heavy
 def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     tiny_config: Factory, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -150,6 +151,7 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     assert joint.stat().st_mtime_ns == stamp  # planning writes nothing
 
 
+@pytest.mark.heavy
 def test_a_joint_run_is_evaluated_as_its_own_joint_start(tiny_config: Factory) -> None:
     # meta=joint: the run is the joint baseline, so nothing is pretrained and its start is
     # compared with scratch (it used to stop with StopIteration, a baseline's weights looked for)
@@ -165,6 +167,7 @@ def test_a_joint_run_is_evaluated_as_its_own_joint_start(tiny_config: Factory) -
     assert not (out / "improvement.csv").exists()  # no meta-learned start to compare
 
 
+@pytest.mark.heavy
 def test_same_start_same_measurements_paired_across_methods(tiny_config: Factory) -> None:
     # Every start adapts with the same seeds on the same tasks: identical weights (the run
     # given as its own joint baseline) must give identical rows.
@@ -345,6 +348,7 @@ def sequential_and_parallel(
     return cells, out
 
 
+@pytest.mark.integration
 def test_several_runs_side_by_side_processes_give_the_sequential_results(
     tiny_config: Factory,
 ) -> None:
@@ -379,6 +383,7 @@ def test_several_runs_side_by_side_processes_give_the_sequential_results(
     assert (out / "s1" / "eval" / "joint" / "Brain.pt").is_file()
 
 
+@pytest.mark.heavy
 def test_runs_that_differ_in_more_than_the_seed_or_lack_weights_are_refused(
     tiny_config: Factory, fake_run: Callable[..., Path]
 ) -> None:

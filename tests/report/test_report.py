@@ -104,6 +104,7 @@ def test_a_row_per_setting_seeds_pooled_and_the_runs_untouched(
     assert {k: v for k, v in after.items() if not k.startswith("report.")} == before
 
 
+@pytest.mark.heavy
 def test_held_out_results_where_meta_eval_ran(
     sweep: Path, tiny_config: Callable[..., Config], capsys: pytest.CaptureFixture[str]
 ) -> None:
