@@ -6,6 +6,7 @@ import io
 import re
 from collections.abc import Callable
 
+import pytest
 from rich.console import Console
 from tinyconfig import TINY_EVAL
 
