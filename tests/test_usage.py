@@ -37,6 +37,7 @@ def test_meta_eval_has_its_own_help() -> None:
     assert "--verbose" in text and "meta-train [--verbose]" not in text
 
 
+@pytest.mark.heavy  # eight help screens, each composing every group
 @pytest.mark.parametrize("program", ["meta-train", "meta-eval"])
 def test_help_screens_fit_80_columns_and_fold_long_values_between_words(program: str) -> None:
     long = ["results_dir=results/" + "x" * 50]  # a line of 90 columns, of words that fit 80
