@@ -77,6 +77,7 @@ def test_the_printed_resume_meta_eval_and_tensorboard_commands_paste_into_bash(
     assert watch[:2] == ["tensorboard", "--logdir"] and Path(tmp_path, watch[2]) == run_dir
 
 
+@pytest.mark.heavy  # two trainings
 def test_a_run_named_by_the_earlier_rule_resumes_from_the_same_overrides(tmp_path: Path) -> None:
     """In-process (tests/commandline.py): which directory a resume finds is not the process's."""
     legacy = "reptile_experiment=tiny,meta.steps=2"

@@ -303,6 +303,7 @@ def test_cli_errors_are_one_line_and_write_nothing(
     assert listing(tmp_path) == before
 
 
+@pytest.mark.heavy  # a whole meta-eval
 def test_eval_quick_on_the_command_line_writes_every_output_in_80_columns(
     tiny_config: Factory, tmp_path: Path
 ) -> None:

@@ -67,6 +67,7 @@ def test_every_key_naming_a_run_takes_names_only(
     assert "is not a run name" in err and snapshot(nest) == before
 
 
+@pytest.mark.heavy  # a training
 def test_initialize_from_a_path_reads_that_run_and_never_writes_it(nest: Path) -> None:
     elsewhere = nest.parent / "elsewhere"
     elsewhere.mkdir()
@@ -88,6 +89,7 @@ def outside(nest: Path) -> Path:
     return folder
 
 
+@pytest.mark.heavy  # a training
 def test_a_symlink_out_of_the_run_is_refused_on_resume_and_removed_on_force(
     nest: Path, outside: Path
 ) -> None:
@@ -104,6 +106,7 @@ def test_a_symlink_out_of_the_run_is_refused_on_resume_and_removed_on_force(
     assert snapshot(outside) == before[1] and not (run_dir / "Brain").is_symlink()
 
 
+@pytest.mark.heavy  # a training
 def test_a_run_directory_that_is_a_symlink_is_refused_on_resume_and_unlinked_on_force(
     nest: Path, outside: Path
 ) -> None:
@@ -119,6 +122,7 @@ def test_a_run_directory_that_is_a_symlink_is_refused_on_resume_and_unlinked_on_
     assert snapshot(outside) == before and not (nest / "rd" / "done").is_symlink()
 
 
+@pytest.mark.heavy  # a resumed training
 def test_symlinks_that_stay_inside_the_run_are_accepted(nest: Path) -> None:
     run_dir = nest / "rd" / "done"
     (run_dir / "latest").symlink_to("Brain", target_is_directory=True)  # as wandb's latest-run

@@ -116,6 +116,7 @@ def test_a_damaged_run_is_refused_in_one_line_before_any_write(
     assert snapshot(copy) == before  # configuration.yaml and the status included
 
 
+@pytest.mark.heavy  # a resumed training
 def test_an_older_versions_update_table_resumes_without_it(copy: Path) -> None:
     table = copy / "results" / "done" / "inner_updates.csv"
     table.write_text(
