@@ -1,4 +1,9 @@
-"""meta-train as users run it: one-line errors, nothing written, sweeps that do not collide."""
+"""meta-train as users run it: one-line errors, nothing written, sweeps that do not collide.
+
+The refusals run in-process through the command line's entry function (tests/commandline.py);
+a process is started where the process is what is tested: the modules it imported, its
+piped output, its signals, a multirun's jobs.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from commandline import run_main
 from processes import signal_within, wait_until
 
 from meta.run.faults import FAULT_ENV
 from meta.run.names import SAFE
-
-pytestmark = pytest.mark.integration  # every test here runs meta-train as a process
 
 MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
 TINY = ["experiment=tiny", "logger=quiet"]
@@ -47,52 +51,62 @@ TINY = ["experiment=tiny", "logger=quiet"]
         ("torch_matmul_precision=bf16", "torch_matmul_precision=bf16: must be one of highest"),
     ],
 )
-def test_bad_input_is_one_line_nonzero_and_writes_nothing(
-    tmp_path: Path, override: str, message: str, meta_train: MetaTrain
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, override: str, message: str
 ) -> None:
-    done = meta_train(override, *TINY, "results_dir=results", cwd=tmp_path)
-    assert done.returncode != 0
+    done = run_main("meta-train", override, *TINY, "results_dir=results", cwd=tmp_path)
+    assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert done.stderr.startswith("meta-train: error: ") and message in done.stderr
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(
-    ("main", "override"),
-    [
-        ("train_main", "meta.outer_lr=1.5"),
-        ("eval_main", "eval.budgets=[-1]"),
-        ("eval_main", "torch_matmul_precision=low"),
-    ],
-)
-def test_a_bad_value_is_refused_before_torch_is_imported(
-    tmp_path: Path, main: str, override: str
-) -> None:
-    """Config values fail in a moment: torch, Ray and the builds are never loaded for them."""
-    code = (
-        f"import sys\nfrom meta.cli import {main}\nsys.argv[1:] = {[override, 'run_id=r']!r}\n"
-        f"try:\n    {main}()\nexcept SystemExit as stop:\n"
-        "    print(stop.code, 'torch' in sys.modules)"
-    )
+REFUSED_BEFORE_TORCH = [
+    ("train_main", "meta.outer_lr=1.5"),
+    ("eval_main", "eval.budgets=[-1]"),
+    ("eval_main", "torch_matmul_precision=low"),
+]
+
+
+@pytest.mark.integration
+def test_a_bad_value_is_refused_before_torch_is_imported(tmp_path: Path) -> None:
+    """Config values fail in a moment: torch, Ray and the builds are never loaded for them.
+
+    One fresh interpreter (what it imported is what is tested) runs each refusal in turn.
+    """
+    code = "import sys\nimport meta.cli\n"
+    for main, override in REFUSED_BEFORE_TORCH:
+        code += (
+            f"sys.argv[1:] = {[override, 'run_id=r']!r}\n"
+            f"try:\n    meta.cli.{main}()\nexcept SystemExit as stop:\n"
+            "    print(stop.code, 'torch' in sys.modules, flush=True)\n"
+            "    print('--', file=sys.stderr, flush=True)\n"
+        )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
-    assert done.stdout.split() == ["2", "False"], done.stdout + done.stderr
-    assert done.stderr.count("\n") == 1 and "must be" in done.stderr, done.stderr
+    assert done.stdout.split("\n")[:-1] == ["2 False"] * 3, done.stdout + done.stderr
+    lines = done.stderr.split("--\n")[:-1]
+    assert len(lines) == 3 and all(line.count("\n") == 1 for line in lines), done.stderr
+    assert all("must be" in line for line in lines), done.stderr
 
 
-def test_existing_run_is_refused_without_changes(tmp_path: Path, meta_train: MetaTrain) -> None:
-    assert meta_train(*TINY, "meta.steps=1", "run_id=r", cwd=tmp_path).returncode == 0
+def test_existing_run_is_refused_without_changes(tmp_path: Path) -> None:
+    """Neither resume nor force: one line, exit code 2, and not a byte of the run changed."""
+    first = run_main("meta-train", *TINY, "meta.steps=1", "run_id=r", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
     run_dir = tmp_path / "results" / "r"
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
-    done = meta_train(*TINY, "meta.steps=1", "run_id=r", cwd=tmp_path)
-    assert done.returncode != 0 and "already exists" in done.stderr
+    done = run_main("meta-train", *TINY, "meta.steps=1", "run_id=r", cwd=tmp_path)
+    assert done.returncode == 2 and "already exists" in done.stderr
     assert done.stderr.strip().count("\n") == 0
     assert before == {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
 
 
-def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path, meta_train: MetaTrain) -> None:
-    done = meta_train(
+def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path) -> None:
+    """Standard output and error are not terminals (as in a pipe): plain lines, no bar."""
+    done = run_main(
+        "meta-train",
         "experiment=tiny",
         "meta.steps=3",
         "run_id=plain",
@@ -115,6 +129,7 @@ def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path, meta_train: M
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path, meta_train: MetaTrain) -> None:
     done = meta_train(
         "--multirun", "seed=0,1", "meta.outer_lr=0.1,1.0", *TINY, "meta.steps=1", cwd=tmp_path
@@ -131,6 +146,7 @@ def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path, meta_train: MetaTrai
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_ctrl_c_leaves_the_last_completed_meta_step_and_says_how_to_resume(
     tmp_path: Path,
     meta_train: MetaTrain,

@@ -14,13 +14,12 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
+from commandline import run_main
 from test_notebook import images_of, kernel, text_of
 from tinyconfig import TINY_EVAL, compose_config
 
 from meta.cli import evaluate_command
 from meta.run.names import hydra_value
-
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["experiment=tiny", "logger=quiet", "meta.steps=2", "results_dir=rd"]
@@ -50,6 +49,8 @@ def _printed(text: str, label: str) -> str:
     return found[1]
 
 
+@pytest.mark.integration  # commands pasted into bash
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -84,15 +85,19 @@ def test_the_closing_line_offers_the_quick_evaluation_to_a_tour_sized_run_only()
     assert evaluate_command(default, "r", "elsewhere") == "meta-eval run_id=r results_dir=elsewhere"
 
 
+@pytest.mark.heavy  # two trainings
 def test_a_run_named_by_the_earlier_rule_resumes_from_the_same_overrides(tmp_path: Path) -> None:
+    """In-process (tests/commandline.py): which directory a resume finds is not the process's."""
     legacy = "reptile_experiment=tiny,meta.steps=2"
-    args = ["experiment=tiny", "meta.steps=2", "logger=quiet", "results_dir=rd"]
+    args = ["experiment=tiny", "logger=quiet", "results_dir=rd"]
     named = f"run_id={hydra_value(legacy)}"
-    code, _, err = _meta_train(tmp_path, *args, named, fault="after_status@0:SIGINT")
-    assert code == 130, err
-    code, _, err = _meta_train(tmp_path, *args, "resume=true")
-    assert code == 0, err
+    first = run_main("meta-train", *args, "meta.steps=1", named, cwd=tmp_path)  # meta-step 0
+    assert first.returncode == 0, first.stderr
+    resumed = run_main("meta-train", *args, "meta.steps=2", "resume=true", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
     assert [p.name for p in (tmp_path / "rd").iterdir() if not p.name.startswith(".")] == [legacy]
+    table = (tmp_path / "rd" / legacy / "meta_steps.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in table[1:]] == ["0", "1"]  # continued, not redone
 
 
 def _tour() -> tuple[list[str], list[str]]:
@@ -116,6 +121,8 @@ def _shape(line: str) -> str:
     return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", line)
 
 
+@pytest.mark.integration  # commands pasted into bash
+@pytest.mark.timeout(600)
 @pytest.mark.slow  # four programs, a run and a quick meta-eval of it: about a minute
 def test_the_readme_tour_runs_as_pasted_and_shows_learning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -3,13 +3,14 @@ committed clean."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from tinyconfig import TINY_EVAL
+from tinyconfig import TINY, TINY_EVAL, compose_config
 
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan_eval
@@ -78,18 +79,40 @@ def test_committed_without_outputs(notebook: Path) -> None:
     assert '"results' in code[0].source  # the defaults are relative to the repository root
 
 
+def _results(root: Path, *overrides: str) -> Config:
+    """A tiny config writing under `root`/results."""
+    return compose_config([*TINY, f"results_dir={root / 'results'}", *overrides])
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A root whose results/nb is a tiny run with a curriculum, evaluated (made once)."""
+    root = tmp_path_factory.mktemp("evaluated")
+    train(_results(root, "environment_parameters=arena_curriculum"), "nb")
+    evaluate(plan_eval(_results(root, "run_id=nb", *TINY_EVAL), "nb"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A root whose results/ holds a sweep of 2 settings x 2 seeds and its report (made once)."""
+    root = tmp_path_factory.mktemp("swept")
+    for lr in (0.1, 0.5):
+        for seed in (0, 1):
+            overrides = ("meta.steps=2", f"meta.outer_lr={lr}", f"seed={seed}")
+            train(_results(root, *overrides), f"{lr}-{seed}")
+    meta_report([str(root / "results"), "--no-figure"])
+    return root
+
+
 @pytest.mark.integration  # papermill starts a kernel process
 @pytest.mark.parametrize("folder", ["notebooks", "."])
 def test_runs_on_a_tiny_run_with_a_curriculum_and_an_evaluation(
-    tiny_config: Callable[..., Config],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    folder: str,
+    evaluated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str
 ) -> None:
     # tmp_path stands for the repository root (results/ under it); the notebook runs from its
     # own folder and from the root with the same relative run_dir
-    train(tiny_config("environment_parameters=arena_curriculum"), "nb")
-    evaluate(plan_eval(tiny_config("run_id=nb", *TINY_EVAL), "nb"))
+    shutil.copytree(evaluated / "results", tmp_path / "results")
     nb = run(META_STEPS, {"run_dir": "results/nb"}, tmp_path / folder, tmp_path, monkeypatch)
     text = text_of(nb)
     assert "no curriculum in this run" not in text and "'arena_size'" in text
@@ -126,16 +149,9 @@ def test_says_where_it_looked_and_what_writes_an_evaluation(
 @pytest.mark.integration  # papermill starts a kernel process
 @pytest.mark.parametrize("folder", ["notebooks", "."])
 def test_the_sweep_notebook_reads_what_meta_report_wrote(
-    tiny_config: Callable[..., Config],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    folder: str,
+    swept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str
 ) -> None:
-    for lr in (0.1, 0.5):
-        for seed in (0, 1):
-            overrides = ("meta.steps=2", f"meta.outer_lr={lr}", f"seed={seed}")
-            train(tiny_config(*overrides), f"{lr}-{seed}")
-    meta_report([str(tmp_path / "results"), "--no-figure"])
+    shutil.copytree(swept / "results", tmp_path / "results")
     parameters = {"column": "mean_reward"}  # no sweep_dir: the newest report under results/
     nb = run(SWEEP, parameters, tmp_path / folder, tmp_path, monkeypatch)
     text = text_of(nb)

@@ -146,14 +146,6 @@ def test_baselines_run_and_spend_reptiles_budget(tiny_config: Factory, algorithm
     assert all(int(r["inner_steps"]) >= 2 * 1024 for r in table)
 
 
-def test_existing_run_without_flags_is_refused_and_untouched(tiny_config: Factory) -> None:
-    run_dir = train(tiny_config("meta.steps=1"), "exists")
-    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
-    with pytest.raises(RunError, match="already exists"):
-        plan_training(tiny_config("meta.steps=1"), "exists")
-    assert before == {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
-
-
 def test_force_starts_over(tiny_config: Factory) -> None:
     run_dir = train(tiny_config("meta.steps=2"), "again")
     train(tiny_config("meta.steps=1", "force=true"), "again")

@@ -104,6 +104,7 @@ def test_timers_tree_is_ml_agents_format_and_children_fit_their_parent(
     assert root["metadata"]["pytorch_version"] and root["metadata"]["end_time_seconds"]
 
 
+@pytest.mark.heavy
 def test_wandb_runs_offline_and_a_resumed_run_keeps_its_id(
     tiny_config: Factory,
     monkeypatch: pytest.MonkeyPatch,

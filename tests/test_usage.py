@@ -3,60 +3,52 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from commandline import run_main
 
 from meta.cli import CONFIG_DIR, _hydra, _train, precheck, register_configs
 from meta.usage import EVAL_HELP, eval_argv, help_screen, nearest_key, valid_keys, wrap_help
 
 
 def _help(program: str, *args: str, columns: int = 80) -> str:
-    script = f"import sys; from meta.cli import {program}; sys.argv[0] = 'x'; {program}()"
-    done = subprocess.run(
-        [sys.executable, "-c", script, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": str(columns)},
-    )
+    """The help screen `program` prints in a terminal `columns` wide (in-process)."""
+    done = run_main(program, *args, cwd=Path.cwd(), columns=columns)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-@pytest.mark.integration
 def test_meta_train_help_says_what_it_does_lists_groups_keys_and_the_manual() -> None:
-    text = _help("train_main", "--help")
+    text = _help("meta-train", "--help")
     assert text.startswith("meta-train: meta-learn one policy")
     assert "meta: fomaml, joint, reptile, single" in text and "runtime: batched, local, ray" in text
     for shown in ("meta.steps=100", "ppo.learning_rate=0.0003", "env.num_areas=64", "--verbose"):
         assert shown in text, shown
     assert "docs/reference/configuration.md" in text and "powered by Hydra" not in text
-    assert "meta.steps=7," in _help("train_main", "meta.steps=7", "--help")  # the values in force
+    assert "meta.steps=7," in _help("meta-train", "meta.steps=7", "--help")  # the values in force
 
 
-@pytest.mark.integration
 def test_meta_eval_has_its_own_help() -> None:
-    text = _help("eval_main", "--help")
+    text = _help("meta-eval", "--help")
     assert text.startswith("meta-eval: does a meta-learned start adapt faster?")
     assert "eval.seeds=5" in text and "eval.budgets=[0, 1, 2, 5, 10, 20]" in text
     assert "--verbose" in text and "meta-train [--verbose]" not in text
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("program", ["train_main", "eval_main"])
+@pytest.mark.heavy  # eight help screens, each composing every group
+@pytest.mark.parametrize("program", ["meta-train", "meta-eval"])
 def test_help_screens_fit_80_columns_and_fold_long_values_between_words(program: str) -> None:
     long = ["results_dir=results/" + "x" * 50]  # a line of 90 columns, of words that fit 80
-    if program == "eval_main":
+    if program == "meta-eval":
         long.append(f"eval.budgets=[{','.join(map(str, range(40)))}]")  # one of 160
     for args in (["--help"], [*long, "--help"]):
         narrow, wide = _help(program, *args), _help(program, *args, columns=1000)
         assert max(len(line) for line in narrow.splitlines()) <= 80, narrow
         assert narrow.split() == wide.split()  # the same words in order: none broken in two
-    assert "eval=quick" in _help("eval_main", "--help")
-    assert "eval: quick" in _help("train_main", "-h")
+    assert "eval=quick" in _help("meta-eval", "--help")
+    assert "eval: quick" in _help("meta-train", "-h")
 
 
 def test_wrap_help_folds_only_wide_lines_under_their_indent() -> None:
@@ -110,6 +102,7 @@ def test_meta_eval_selects_its_help_only_with_help() -> None:
     assert eval_argv(["run_id=r", "-h"]) == ["hydra/help=eval", "run_id=r", "-h"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "argv",
     [["--help"], ["meta.steps=7", "-h"], [EVAL_HELP, "eval.budgets=[1,2]", "--help"]],
@@ -124,15 +117,8 @@ def test_our_help_screen_is_the_one_hydra_prints(
     assert help_screen(CONFIG_DIR, argv) + "\n" == capsys.readouterr().out
 
 
-@pytest.mark.integration
-def test_a_bad_override_before_help_is_one_line_with_exit_code_2() -> None:
-    script = "import sys; from meta.cli import train_main; sys.argv[0] = 'x'; train_main()"
-    done = subprocess.run(
-        [sys.executable, "-c", script, "ppo.learnin_rate=3", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_a_bad_override_before_help_is_one_line_with_exit_code_2(tmp_path: Path) -> None:
+    done = run_main("meta-train", "ppo.learnin_rate=3", "--help", cwd=tmp_path)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert done.stderr.startswith("meta-train: error: Could not override 'ppo.learnin_rate'")

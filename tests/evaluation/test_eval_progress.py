@@ -6,6 +6,7 @@ import io
 import re
 from collections.abc import Callable
 
+import pytest
 from rich.console import Console
 from tinyconfig import TINY_EVAL
 
@@ -32,6 +33,7 @@ def frames(text: str) -> list[list[str]]:
     return [lines[i : i + len(PHASES)] for i in range(0, len(lines), len(PHASES))]
 
 
+@pytest.mark.heavy
 def test_the_bar_covers_every_phase_with_its_time_left_in_80_columns(
     tiny_config: Callable[..., Config],
 ) -> None:

@@ -36,6 +36,7 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.heavy
 def test_each_start_gets_its_trials_and_the_held_out_split_its_best(tiny_config: Factory) -> None:
     train(tiny_config("meta.steps=1"), "s")
     cfg = tiny_config("run_id=s", *TINY_EVAL, *SPACE, "eval.joint_run_id=s")
@@ -95,6 +96,7 @@ def test_bad_search_options_are_refused(
         cfg.eval.validate()
 
 
+@pytest.mark.heavy
 def test_run_first_makes_the_runs_own_procedure_every_starts_first_trial(
     tiny_config: Factory,
 ) -> None:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -13,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from commandline import run_main
 from omegaconf import OmegaConf
 
 import envs
@@ -77,6 +75,7 @@ def eval_config(tiny_config: Factory, run_id: str, *overrides: str) -> Config:
     return tiny_config(f"run_id={run_id}", *TINY_EVAL, *overrides)
 
 
+@pytest.mark.heavy
 def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     tiny_config: Factory, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -152,6 +151,7 @@ def test_meta_eval_writes_every_output_and_reuses_its_joint_baseline(
     assert joint.stat().st_mtime_ns == stamp  # planning writes nothing
 
 
+@pytest.mark.heavy
 def test_a_joint_run_is_evaluated_as_its_own_joint_start(tiny_config: Factory) -> None:
     # meta=joint: the run is the joint baseline, so nothing is pretrained and its start is
     # compared with scratch (it used to stop with StopIteration, a baseline's weights looked for)
@@ -167,6 +167,7 @@ def test_a_joint_run_is_evaluated_as_its_own_joint_start(tiny_config: Factory) -
     assert not (out / "improvement.csv").exists()  # no meta-learned start to compare
 
 
+@pytest.mark.heavy
 def test_same_start_same_measurements_paired_across_methods(tiny_config: Factory) -> None:
     # Every start adapts with the same seeds on the same tasks: identical weights (the run
     # given as its own joint baseline) must give identical rows.
@@ -277,15 +278,6 @@ def test_missing_run_and_run_without_weights(
         plan_eval(eval_config(tiny_config, "empty"), "empty")
 
 
-def meta_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The meta-eval entry point in a fresh interpreter (console script or not)."""
-    code = "import sys; from meta.cli import eval_main; sys.argv[0] = 'meta-eval'; eval_main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
-
-
-@pytest.mark.integration
 @pytest.mark.parametrize(
     ("run_id", "extra", "message"),
     [
@@ -301,15 +293,17 @@ def test_cli_errors_are_one_line_and_write_nothing(
 ) -> None:
     run_dir = fake_run(run_id, weights=run_id != "empty")
     before = listing(tmp_path)
-    done = meta_eval(tmp_path, f"run_id={run_id}", f"results_dir={run_dir.parent}", *extra)
-    assert done.returncode != 0
+    done = run_main(
+        "meta-eval", f"run_id={run_id}", f"results_dir={run_dir.parent}", *extra, cwd=tmp_path
+    )
+    assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("meta-eval: error: "), done.stderr
     assert message in lines[0]
     assert listing(tmp_path) == before
 
 
-@pytest.mark.integration
+@pytest.mark.heavy  # a whole meta-eval
 def test_eval_quick_on_the_command_line_writes_every_output_in_80_columns(
     tiny_config: Factory, tmp_path: Path
 ) -> None:
@@ -317,14 +311,7 @@ def test_eval_quick_on_the_command_line_writes_every_output_in_80_columns(
     results = tmp_path / "results"
     args = ["run_id=quick", f"results_dir={results}", "eval=quick", "eval.buffer_size=128"]
     args += ["eval.budgets=[0,1]", "eval.seeds=1", "eval.tasks_per_family=1"]  # episodes: quick's
-    code = "import sys; from meta.cli import eval_main; sys.argv[0] = 'meta-eval'; eval_main()"
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "80"},
-    )
+    done = run_main("meta-eval", *args, cwd=tmp_path, columns=80)
     assert done.returncode == 0, done.stderr
     out = results / "quick" / "eval"
     for name in ("adaptation.csv", "summary.csv", "steps_to_80.csv", "adaptation.png"):
@@ -362,6 +349,7 @@ def sequential_and_parallel(
     return cells, out
 
 
+@pytest.mark.integration
 def test_several_runs_side_by_side_processes_give_the_sequential_results(
     tiny_config: Factory,
 ) -> None:
@@ -396,6 +384,7 @@ def test_several_runs_side_by_side_processes_give_the_sequential_results(
     assert (out / "s1" / "eval" / "joint" / "Brain.pt").is_file()
 
 
+@pytest.mark.heavy
 def test_runs_that_differ_in_more_than_the_seed_or_lack_weights_are_refused(
     tiny_config: Factory, fake_run: Callable[..., Path]
 ) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from commandline import run_main
+from tinyconfig import TINY, compose_config
 
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan_eval
@@ -87,6 +87,14 @@ def test_every_start_adapts_on_test_with_the_procedure_selected_on_validation(
     assert (other / "selection.csv").read_text() == (out / "selection.csv").read_text()
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The results directory of one tiny run, `r`, that the refusals below only read."""
+    results = tmp_path_factory.mktemp("protocol") / "results"
+    train(compose_config([*TINY, f"results_dir={results}", *ONE_FAMILY]), "r")
+    return results
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -112,19 +120,12 @@ def test_every_start_adapts_on_test_with_the_procedure_selected_on_validation(
     ],
 )
 def test_bad_procedures_are_one_line_exit_2_and_write_nothing(
-    tiny_config: Factory, tmp_path: Path, overrides: list[str], message: str
+    trained: Path, tmp_path: Path, overrides: list[str], message: str
 ) -> None:
-    results = Path(tiny_config().results_dir)
-    train(tiny_config(*ONE_FAMILY), "r")
+    results = trained
     before = sorted(p.relative_to(results) for p in results.rglob("*"))
-    code = "import sys; from meta.cli import eval_main; sys.argv[0] = 'meta-eval'; eval_main()"
-    done = subprocess.run(
-        [sys.executable, "-c", code, "run_id=r", f"results_dir={results}", *overrides],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_main("meta-eval", "run_id=r", f"results_dir={results}", *overrides, cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == []
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith("meta-eval: error: ") and message in lines[0]

@@ -192,6 +192,7 @@ def monte_carlo_sd(by_task: np.ndarray, samples: int) -> np.ndarray:
     return np.std(ends, axis=0, ddof=1)
 
 
+@pytest.mark.heavy
 def test_meta_eval_summary_agrees_with_rliable_within_monte_carlo_error(
     rliable: tuple[Any, Any], global_numpy_seed: Callable[[int], None]
 ) -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from commandline import run_main
 from faultkit import RESUME, RESUME_END, RUN, RUN_END, STARTUP_END, Reference, done_line, run, start
 from processes import life, started, wait_until
 
@@ -30,15 +30,18 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A working directory holding one completed run, results/done (copied per test)."""
+    """A working directory holding one completed run, results/done (copied per test).
+
+    Trained in-process: the tests that read it test what later commands do with it.
+    """
     cwd = tmp_path_factory.mktemp("finished")
-    code, err = run(cwd, *RUN, "run_id=done")
-    assert code == 0, err
+    done = run_main("meta-train", *RUN, "run_id=done", cwd=cwd)
+    assert done.returncode == 0, done.stderr
     return cwd
 
 
 def _copy_of(finished: Path, to: Path) -> Path:
-    subprocess.run(["cp", "-a", f"{finished}/.", str(to)], check=True)
+    shutil.copytree(finished, to, symlinks=True, dirs_exist_ok=True)  # as cp -a, in-process
     return to
 
 

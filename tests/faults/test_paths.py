@@ -1,16 +1,24 @@
-"""Path tricks: a run id is a name, and nothing outside the run is deleted, written or followed."""
+"""Path tricks: a run id is a name, and nothing outside the run is deleted, written or followed.
+
+meta-train and meta-eval run in-process through their entry functions (tests/commandline.py):
+what is tested is which paths they read, write and refuse, not the process.
+"""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from faultkit import ENV, RUN, run, snapshot
+from commandline import run_main
+from faultkit import RUN, snapshot
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+def run(cwd: Path, *args: str) -> tuple[int, str]:
+    """meta-train <args> in `cwd`, in-process: its exit code and stderr."""
+    done = run_main("meta-train", *args, cwd=cwd)
+    return done.returncode, done.stderr
+
 
 TRICKS = ["..", ".", "../escape", "/an/absolute/path", "a/b", ".a", "...", "tab\there"]
 
@@ -34,14 +42,7 @@ def test_a_path_for_a_run_id_is_refused_before_anything_is_touched(run_id: str, 
 
 
 def _meta_eval(cwd: Path, *args: str) -> tuple[int, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", "from meta.launch import evaluate; evaluate()", *args],
-        cwd=cwd,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_main("meta-eval", *args, cwd=cwd)
     return done.returncode, done.stderr
 
 
@@ -66,6 +67,7 @@ def test_every_key_naming_a_run_takes_names_only(
     assert "is not a run name" in err and snapshot(nest) == before
 
 
+@pytest.mark.heavy  # a training
 def test_initialize_from_a_path_reads_that_run_and_never_writes_it(nest: Path) -> None:
     elsewhere = nest.parent / "elsewhere"
     elsewhere.mkdir()
@@ -87,6 +89,7 @@ def outside(nest: Path) -> Path:
     return folder
 
 
+@pytest.mark.heavy  # a training
 def test_a_symlink_out_of_the_run_is_refused_on_resume_and_removed_on_force(
     nest: Path, outside: Path
 ) -> None:
@@ -103,6 +106,7 @@ def test_a_symlink_out_of_the_run_is_refused_on_resume_and_removed_on_force(
     assert snapshot(outside) == before[1] and not (run_dir / "Brain").is_symlink()
 
 
+@pytest.mark.heavy  # a training
 def test_a_run_directory_that_is_a_symlink_is_refused_on_resume_and_unlinked_on_force(
     nest: Path, outside: Path
 ) -> None:
@@ -118,6 +122,7 @@ def test_a_run_directory_that_is_a_symlink_is_refused_on_resume_and_unlinked_on_
     assert snapshot(outside) == before and not (nest / "rd" / "done").is_symlink()
 
 
+@pytest.mark.heavy  # a resumed training
 def test_symlinks_that_stay_inside_the_run_are_accepted(nest: Path) -> None:
     run_dir = nest / "rd" / "done"
     (run_dir / "latest").symlink_to("Brain", target_is_directory=True)  # as wandb's latest-run

@@ -1,4 +1,9 @@
-"""What a run refuses in one line, changing nothing: drift on resume, corrupt files, full disks."""
+"""What a run refuses in one line, changing nothing: drift on resume, corrupt files, full disks.
+
+The finished run is made once per session by a process (faults/conftest.py); the refusals of
+its copies run in-process through meta-train's entry function (tests/commandline.py). The full
+disks, faults of a running process, keep a process each.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from commandline import run_main
 from faultkit import RUN, Reference, run, snapshot
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+def resume(cwd: Path, *args: str) -> tuple[int, str]:
+    """meta-train <args> in `cwd`, in-process: its exit code and stderr."""
+    done = run_main("meta-train", *args, cwd=cwd)
+    return done.returncode, done.stderr
 
 
 @pytest.mark.parametrize(
@@ -26,7 +36,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 )
 def test_drift_on_resume_is_refused_naming_the_key(override: str, named: str, copy: Path) -> None:
     before = snapshot(copy / "results")
-    code, err = run(copy, "run_id=done", "resume=true", "meta.steps=6", override)
+    code, err = resume(copy, "run_id=done", "resume=true", "meta.steps=6", override)
     assert code == 2 and err.count("\n") == 1 and named in err, err
     assert snapshot(copy / "results") == before
 
@@ -100,23 +110,24 @@ def test_a_damaged_run_is_refused_in_one_line_before_any_write(
     checkpoint = copy / "results" / "done" / "Brain" / "checkpoint.pt"
     damage(checkpoint)  # type: ignore[operator]
     before = snapshot(copy)
-    code, err = run(copy, "run_id=done", "resume=true", "meta.steps=6")
+    code, err = resume(copy, "run_id=done", "resume=true", "meta.steps=6")
     assert code == 2 and err.count("\n") == 1 and named in err, err
     assert "Traceback" not in err and "weights_only" not in err, err
     assert snapshot(copy) == before  # configuration.yaml and the status included
 
 
+@pytest.mark.heavy  # a resumed training
 def test_an_older_versions_update_table_resumes_without_it(copy: Path) -> None:
     table = copy / "results" / "done" / "inner_updates.csv"
     table.write_text(
         "".join(line.rsplit(",", 1)[0] + "\n" for line in table.read_text().splitlines())
     )
     before = snapshot(copy)
-    code, err = run(copy, "run_id=done", "resume=true", "meta.steps=6")
+    code, err = resume(copy, "run_id=done", "resume=true", "meta.steps=6")
     assert code == 2 and err.count("\n") == 1 and "was written before its columns" in err, err
     assert "resume with logger.per_update_csv=false" in err and snapshot(copy) == before
     old = table.read_bytes()
-    code, err = run(
+    code, err = resume(
         copy, "run_id=done", "resume=true", "meta.steps=6", "logger.per_update_csv=false"
     )
     assert code == 0, err
@@ -125,10 +136,12 @@ def test_an_older_versions_update_table_resumes_without_it(copy: Path) -> None:
 
 def test_verbose_shows_the_traceback(copy: Path) -> None:
     _truncate(copy / "results" / "done" / "Brain" / "checkpoint.pt")
-    code, err = run(copy, "--verbose", "run_id=done", "resume=true", "meta.steps=6")
+    code, err = resume(copy, "--verbose", "run_id=done", "resume=true", "meta.steps=6")
     assert code == 2 and "Traceback" in err and "corrupt checkpoint" in err.splitlines()[-1]
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(600)
 def test_a_full_disk_fault_names_the_file_and_the_last_good_meta_step(
     reference: Reference, tmp_path: Path
 ) -> None:
@@ -156,6 +169,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(600)
 def test_a_really_full_disk_is_one_line_and_resumes_elsewhere(
     reference: Reference, small_disk: Path, tmp_path: Path
 ) -> None:

@@ -175,6 +175,7 @@ def test_reporter_fans_out_and_build_validates(tmp_path: Path) -> None:
     assert _scalars(tmp_path / "tensorboard", CUMULATIVE_REWARD) == [(1, 0.5)]
 
 
+@pytest.mark.heavy
 def test_wandb_offline_history_and_persisted_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -104,6 +104,7 @@ def test_a_row_per_setting_seeds_pooled_and_the_runs_untouched(
     assert {k: v for k, v in after.items() if not k.startswith("report.")} == before
 
 
+@pytest.mark.heavy
 def test_held_out_results_where_meta_eval_ran(
     sweep: Path, tiny_config: Callable[..., Config], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,6 +120,7 @@ def test_held_out_results_where_meta_eval_ran(
         assert other[f"heldout_success@{budget}"] == ""
 
 
+@pytest.mark.heavy  # meta-eval of the sweep
 def test_the_console_table_fits_80_columns_without_breaking_a_word(
     sweep: Path, tiny_config: Callable[..., Config]
 ) -> None:

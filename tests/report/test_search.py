@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from commandline import run_main
 from tinyconfig import compose_config
 
 from meta.evaluation.metric import parse_metric, pooled_families
@@ -92,7 +93,6 @@ def test_bad_objectives_are_refused(overrides: list[str], message: str) -> None:
     assert parse_metric("neg_steps_to_80", []) == ("neg_steps_to_80", None)
 
 
-@pytest.mark.integration  # meta-train processes
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -101,10 +101,12 @@ def test_bad_objectives_are_refused(overrides: list[str], message: str) -> None:
     ],
 )
 def test_a_search_that_would_not_train_on_its_objective_stops_before_training(
-    meta_train: MetaTrain, tmp_path: Path, overrides: list[str], message: str
+    tmp_path: Path, overrides: list[str], message: str
 ) -> None:
     results = tmp_path / "search"
-    done = meta_train(*SEARCH, *SMALL_EVAL, *overrides, f"results_dir={results}", cwd=tmp_path)
+    done = run_main(
+        "meta-train", *SEARCH, *SMALL_EVAL, *overrides, f"results_dir={results}", cwd=tmp_path
+    )
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if "meta-train" in line]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in done.stderr
@@ -194,7 +196,6 @@ def test_an_interrupted_search_fails_its_trial_and_the_same_command_continues_it
     assert best["best_value"] == pytest.approx(max(values)) == study.best_value
 
 
-@pytest.mark.integration  # meta-train processes
 @pytest.mark.parametrize(
     ("storage", "message"),
     [
@@ -205,7 +206,7 @@ def test_an_interrupted_search_fails_its_trial_and_the_same_command_continues_it
     ],
 )
 def test_a_storage_that_cannot_serve_the_search_stops_it_before_training(
-    meta_train: MetaTrain, tmp_path: Path, storage: str, message: str
+    tmp_path: Path, storage: str, message: str
 ) -> None:
     (tmp_path / "not_a_database").write_text("a file, but not a database\n")
     (tmp_path / "search").mkdir()
@@ -213,7 +214,7 @@ def test_a_storage_that_cannot_serve_the_search_stops_it_before_training(
         study_name="reptile_optuna", storage=f"sqlite:///{tmp_path}/search/optuna.db"
     )  # minimize: the search maximizes
     given = ["results_dir=search", f"hydra.sweeper.storage={storage}"]
-    done = meta_train(*SEARCH, *SMALL_EVAL, *given, cwd=tmp_path)
+    done = run_main("meta-train", *SEARCH, *SMALL_EVAL, *given, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if "meta-train" in line]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in done.stderr

@@ -1,0 +1,83 @@
+"""meta-train and meta-eval in this process, through the command line's entry functions.
+
+For what the command line says and refuses (one line on stderr, exit code 2, nothing
+written): the same functions the console scripts call (`meta.cli.train_main`, `eval_main`),
+without starting an interpreter and importing torch again for each line read. A process is
+started only where the process is what is tested (tests/processes.py, tests/faults/).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from meta import cli
+from meta.run.faults import FAULT_ENV
+from meta.run.signals import HELD
+
+MAINS: dict[str, Callable[[], None]] = {"meta-train": cli.train_main, "meta-eval": cli.eval_main}
+
+
+@dataclass(frozen=True)
+class Done:
+    """What a command left: its exit code and its two streams, as `subprocess.run` keeps them."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@contextlib.contextmanager
+def _as_a_program(argv: list[str], cwd: Path, columns: int | None) -> Iterator[None]:
+    """sys.argv, the working directory, the signal handlers, the root logger's handlers and
+    the environment as they are in the program, and as they were afterwards."""
+    handlers = {sig: signal.getsignal(sig) for sig in HELD}
+    root = logging.getLogger()
+    logged = (list(root.handlers), root.level)
+    environ = dict(os.environ)
+    argv_before = sys.argv
+    try:
+        sys.argv = argv
+        os.environ.pop(FAULT_ENV, None)
+        os.environ.pop("FORCE_COLOR", None)
+        os.environ.pop("TTY_COMPATIBLE", None)
+        os.environ["WANDB_MODE"] = "offline"
+        if columns is not None:
+            os.environ["COLUMNS"] = str(columns)
+        with contextlib.chdir(cwd):
+            yield
+    finally:
+        sys.argv = argv_before
+        os.environ.clear()
+        os.environ.update(environ)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        root.handlers[:], root.level = logged
+        cli.VERBOSE = False
+
+
+def run_main(program: str, *args: str, cwd: Path, columns: int | None = None) -> Done:
+    """`<program> <args>` (meta-train or meta-eval) run in `cwd` in this process, as its
+    console script runs it: its exit code, what it printed on stdout and on stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    code: object = 0
+    with (
+        _as_a_program([program, *args], cwd, columns),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            MAINS[program]()
+        except SystemExit as exit:
+            code = exit.code
+    if code is not None and not isinstance(code, int):  # as meta.launch ends the program
+        err.write(f"{code}\n")
+        code = 1
+    return Done(code or 0, out.getvalue(), err.getvalue())
