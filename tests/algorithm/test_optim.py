@@ -22,7 +22,7 @@ from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.optim import SGD, Adam, Optimizer, StackOptimizer, optimizer_steps
 from meta.algorithm.ppo.policy import Policy, policy_for
 from tests.algorithm.stacking import optimizer_for, stack_of
-from tests.algorithm.test_stack import TOLERANCE
+from tests.algorithm.test_stacks import TOLERANCE
 
 Make = Callable[[Policy, float], object]
 TORCH: dict[str, Make] = {

@@ -11,7 +11,7 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy
 from tests.algorithm.stacking import batch_of, optimizer_for, stack_of, stacked_batches, step
-from tests.algorithm.test_stack import TOLERANCE
+from tests.algorithm.test_stacks import TOLERANCE
 
 
 def _policy() -> Policy:

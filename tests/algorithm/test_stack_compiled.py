@@ -12,7 +12,7 @@ from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.runtime.threads import torch_threads
-from tests.algorithm.test_stack import PPO, TOLERANCE, _alone, _delta, _requests, _same, _stacked
+from tests.algorithm.test_stacks import PPO, TOLERANCE, _alone, _delta, _requests, _same, _stacked
 
 pytestmark = pytest.mark.slow  # the first compilation in a process takes seconds
 

@@ -76,7 +76,7 @@ def test_with_workers_the_joint_pretrainings_train_side_by_side_to_the_same_bits
 
 
 STACKED_TOLERANCE = 1e-5
-"""max |Δ| over the weights, as tests/algorithm/test_stack.py allows the batched products."""
+"""max |Δ| over the weights, as tests/algorithm/test_stacks.py allows the batched products."""
 
 
 def test_a_linear_schedule_adapts_stacked_as_alone(tiny_config: Factory) -> None:

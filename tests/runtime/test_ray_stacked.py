@@ -22,7 +22,7 @@ from meta.trainer import MetaTrainer, plan_training
 Factory = Callable[..., Config]
 BATCH = ("meta.meta_batch_size=4", "meta.steps=2")
 TOLERANCE = 1e-5
-"""max |Δθ| between stacks of other sizes (tests/algorithm/test_stack.py's TOLERANCE)."""
+"""max |Δθ| between stacks of other sizes (tests/algorithm/test_stacks.py's TOLERANCE)."""
 
 
 def thetas(cfg: Config, run_id: str, kill_before: int | None = None) -> list[Weights]:
