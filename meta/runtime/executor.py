@@ -15,6 +15,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -101,11 +102,19 @@ def _init_worker(env: EnvConfig, stop: Event, precision: str) -> None:
 
     global _worker_pool, _worker_stop
     _worker_stop = stop
+    sys.unraisablehook = _quiet_interrupt
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by `_spawning`
     torch.set_num_threads(1)
     set_matmul_precision(precision)
     _worker_pool = EnvPool(env)
+
+
+def _quiet_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
+    """A worker's Ctrl-C that lands where Python cannot raise it (an import's lock callback,
+    a finaliser) is the stop its job already reports: say nothing of it on the shared stderr."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
 
 
 def _in_worker(job: Job[R]) -> R:
