@@ -45,7 +45,7 @@ def times(factors: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """
     if x.shape[0] == 1:
         return (factors[0].item() * x[0]).unsqueeze(0)
-    return factors.to(x.dtype) * x
+    return factors.to(device=x.device, dtype=x.dtype) * x
 
 
 def per_count(n: int, total: torch.Tensor) -> torch.Tensor:

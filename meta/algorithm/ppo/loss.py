@@ -77,7 +77,7 @@ def actor_loss(
     # the same view as the log-densities': its gradients add up in the order a single
     # network's do, before they reach the stack's log std
     entropy = policy.entropy(cfg.entropy == "mean", log_std)
-    loss = (policy_loss - times(hyper["beta64"], entropy)).sum()
+    loss = (policy_loss - times(hyper["beta"], entropy)).sum()
     with torch.no_grad():
         approx_kl = ((ratio - 1.0) - log_ratio).flatten(1).mean(1)
         bound = epsilon.view(-1, *([1] * (ratio.ndim - 1)))

@@ -196,15 +196,14 @@ def buffer_gradient(
 def hyper_tensors(hypers: list[Hyper], device: torch.device) -> dict[str, torch.Tensor]:
     """Each member's learning rate, beta, epsilon and clip bounds as (k,) tensors; the bounds
     rounded once from 1 ∓ epsilon, as a clip at Python numbers rounds them; the learning
-    rate and a copy of beta in float64, as a single network's optimizer and loss take them."""
+    rate and beta in float64 on the CPU, as a single network's optimizer and loss take them."""
 
     def column(values: list[float]) -> torch.Tensor:
         return torch.tensor(values, device=device)
 
     return {
         "learning_rate": torch.tensor([h.learning_rate for h in hypers], dtype=torch.float64),
-        "beta": column([h.beta for h in hypers]),
-        "beta64": torch.tensor([h.beta for h in hypers], dtype=torch.float64),
+        "beta": torch.tensor([h.beta for h in hypers], dtype=torch.float64),
         "epsilon": column([h.epsilon for h in hypers]),
         "low": column([1.0 - h.epsilon for h in hypers]),
         "high": column([1.0 + h.epsilon for h in hypers]),
