@@ -184,8 +184,7 @@ def buffer_gradient(
     parameters' .grad (no step): advantages normalised over the buffer, as one minibatch."""
     buffer, _, _ = flat_buffer(policy, list(rollouts), cfg)
     if cfg.advantage_normalization != "buffer":
-        std, mean = torch.std_mean(buffer["advantages"], dim=1, keepdim=True)
-        buffer["advantages"] = (buffer["advantages"] - mean) / (std + 1e-8)
+        buffer["advantages"] = _normalised(buffer["advantages"])
     policy.zero_grad()
     backward_halves(
         policy, buffer, cfg, hyper_tensors(hypers, policy.device), (actor_loss, critic_loss)
@@ -274,6 +273,13 @@ def flat_buffer(
     return buffer, [None if g is None else g[1] for g in gae], lengths
 
 
+def _normalised(advantages: torch.Tensor) -> torch.Tensor:
+    """Each member's (k, B) advantages at mean 0 and sample standard deviation 1, as ML-Agents
+    scales a minibatch's."""
+    std, mean = torch.std_mean(advantages, dim=1, keepdim=True)
+    return (advantages - mean) / (std + 1e-8)
+
+
 def _buffer_normalised(advantages: torch.Tensor, lengths: list[int] | None) -> torch.Tensor:
     """ML-Agents' scaling of a whole buffer: (A - mean) / (population std + 1e-10), each
     member's over its own rows (`lengths`; None: all)."""
@@ -312,8 +318,7 @@ def minibatches(
             rows = slice(b * batch_size, (b + 1) * batch_size)
             batch = {name: x[:, rows] for name, x in shuffled.items()}
             if cfg.advantage_normalization != "buffer":
-                std, mean = torch.std_mean(batch["advantages"], dim=1, keepdim=True)
-                batch["advantages"] = (batch["advantages"] - mean) / (std + 1e-8)
+                batch["advantages"] = _normalised(batch["advantages"])
             active = None if alike else [b < n for n in batches]
             yield batch, active
 
