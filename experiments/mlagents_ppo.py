@@ -234,7 +234,7 @@ def train_stacked(runs: Sequence[Run], work: Path) -> float:
     results, first = work / "results", runs[0]
     base = f"{first.task}-{re.sub('[^A-Za-z0-9]+', '_', first.trainer)}-stacked"
     seeds = "seeds=[" + ",".join(str(run.seed) for run in runs) + "]"
-    command = ours(first, results, base, seeds, "runtime=batched")
+    command = ours(first, results, base, seeds)
     single = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     results.mkdir(parents=True, exist_ok=True)
     for run in runs:

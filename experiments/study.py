@@ -3,7 +3,7 @@
 The meta-training seeds, and those of the other meta-learners the study lists under `others`
 (e.g. `fomaml: [meta.algorithm=fomaml]`), train side by side, at most `workers` processes at
 once; with `group_seeds: true` one process per meta-learner trains its seeds as one group
-(`seeds=[...]`, which needs `runtime=batched` among the `train` overrides). Then one meta-eval
+(`seeds=[...]`, their inner trainings stacked). Then one meta-eval
 trains each seed's joint baselines (one per eval.joint_ppo entry, in <run>/eval/) and compares
 every start, each at the adaptation procedure it does best with on the selection split,
 adapting in `workers` processes, into results/<eval_id>_eval (eval_id: run_id unless the study

@@ -13,6 +13,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from meta import retired
 from meta.config import Config
 from meta.errors import one_line
 from meta.overrides import MULTIRUN_SEEDS, group_starts, in_force, run_id_of, set_torch
@@ -54,6 +55,8 @@ def fail(program: str, error: BaseException | str, code: int = 2) -> None:
 
 def precheck(program: str, argv: list[str]) -> None:
     """Compose the overrides once before Hydra runs, so bad keys and types fail in one line."""
+    if gone := retired.in_overrides(_overrides(argv)):
+        fail(program, gone)
     if any(arg.startswith("-") for arg in argv):
         return  # --multirun, --help, --cfg ...: Hydra's own handling
     from hydra import compose, initialize_config_dir
@@ -68,7 +71,7 @@ def precheck(program: str, argv: list[str]) -> None:
                 hydra_cfg = compose("config", argv, return_hydra_config=True).hydra
                 sweeper = OmegaConf.to_container(hydra_cfg.sweeper, resolve=True)
     except Exception as error:  # Hydra and OmegaConf raise many kinds; all are user input
-        fail(program, one_line(error) + did_you_mean(error, CONFIG_DIR))
+        fail(program, retired.in_error(error) or one_line(error) + did_you_mean(error, CONFIG_DIR))
     if sweeper is not None:  # a search's objective and study, checked before the sweeper writes
         from meta.study import check_search
 

@@ -12,13 +12,7 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, check_normalizer
 from meta.algorithm.registry import entry
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.metric import check_objective
-from meta.runtime.config import (
-    RuntimeConfig,
-    check_compiled,
-    check_matmul_precision,
-    check_seeds,
-    refuse_builds,
-)
+from meta.runtime.config import RuntimeConfig, check_matmul_precision, check_seeds
 
 INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
@@ -211,9 +205,9 @@ class Config:
     seed: int = 0
     """Seed of every random number in the run."""
     seeds: list[int] | None = None
-    """Several runs of this setting in one process, one per seed (runtime=batched): each
-    meta-step's inner trainings of all of them stacked, each run written as `seed=<s>` alone
-    writes it (run id `<run_id>-seed_<s>` when run_id is given); null: one run, of `seed`."""
+    """Several runs of this setting, one per seed: each meta-step's inner trainings of all of
+    them run as one call of the runtime (stacked), each run written as `seed=<s>` alone writes
+    it (run id `<run_id>-seed_<s>` when run_id is given); null: one run, of `seed`."""
     resume: bool = False
     """Continue the run in results_dir/run_id after its last completed meta-step."""
     force: bool = False
@@ -255,16 +249,8 @@ class Config:
                 "and cannot train a game of teams (use meta=reptile)"
             )
         check_normalizer(self.network, self.ppo)
-        if self.runtime.backend == "batched":
-            refuse_builds("runtime=batched", self.env.backend, "use runtime=local or runtime=ray")
         if self.seeds is not None:
-            check_seeds(self.seeds, self.runtime.backend)
-        if self.runtime.stack:
-            refuse_builds("runtime.stack=true", self.env.backend, "drop runtime.stack")
-        check_compiled(
-            self.runtime,
-            "add runtime=batched (or runtime.stack=true with runtime=ray), or drop runtime.compile",
-        )
+            check_seeds(self.seeds)
         if self.resume and self.force:
             raise ValueError("resume=true and force=true contradict each other: choose one")
         check_matmul_precision(self.torch_matmul_precision)

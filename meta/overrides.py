@@ -94,7 +94,7 @@ def _check_group(cfg: DictConfig, overrides: list[str]) -> None:
         raise ValueError(MULTIRUN_SEEDS)
     if "seed" in {override_key(o) for o in overrides}:
         raise ValueError(f"{given} gives each run its own seed, and seed= another: leave seed= out")
-    check_seeds(seeds, str(cfg.runtime.backend))
+    check_seeds(seeds)
 
 
 def _seed_start(cfg: DictConfig, overrides: list[str], seed: int) -> Start:
@@ -121,13 +121,14 @@ def in_force(
     (`overrides`: what the command line set, Hydra's task overrides by default)."""
     if not cfg.resume:
         return cfg, {}
+    from meta.retired import upgraded
     from meta.run.configuration import reconcile
     from meta.run.directory import CONFIG_FILE
 
     path = Path(str(cfg.results_dir)) / run_id / CONFIG_FILE
     if not path.is_file():
         return cfg, {}  # the run directory rules name what is missing
-    saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    saved = upgraded(OmegaConf.to_container(OmegaConf.load(path), resolve=True))  # type: ignore[arg-type]
     given = OmegaConf.to_container(cfg, resolve=True)
     if overrides is None:
         overrides = list(HydraConfig.get().overrides.task)

@@ -1,8 +1,8 @@
-"""meta-train seeds=[...] runtime=batched: each seed's run as `seed=<s>` alone writes it.
+"""meta-train seeds=[...]: each seed's run as `seed=<s>` alone writes it.
 
 A member of a stack trains bitwise the same whatever else is stacked with it, so with two
 trainings per meta-step (each seed's run stacks alone too) a group's runs are the alone runs
-bitwise; with one (alone it trains unstacked) they agree to rounding.
+bitwise; with one (alone it trains as a stack of one) they agree to rounding.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ pytestmark = pytest.mark.integration  # meta-train runs as a process
 
 MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
 TINY = ["experiment=tiny", "logger=quiet", "meta.steps=3"]
-PAIRED = [*TINY, "meta.meta_batch_size=2", "runtime=batched"]
+PAIRED = [*TINY, "meta.meta_batch_size=2"]
 """Two trainings per meta-step: each run stacks them alone as well."""
 GROUP = [*PAIRED, "seeds=[0,1]"]
 TOLERANCE = 1e-5
-"""max |Δθ| where a lone training (alone: unstacked) has companions in the group."""
+"""max |Δθ| where a lone training (alone: a stack of one) has companions in the group."""
 
 
 IDS = [f"reptile-experiment_tiny-meta.meta_batch_size_2-meta.steps_3-seed_{s}" for s in (0, 1)]
@@ -96,9 +96,9 @@ def test_each_run_of_a_group_is_its_seed_alone_bitwise(
 def test_one_training_per_meta_step_agrees_with_alone_to_rounding(
     tmp_path: Path, meta_train: MetaTrain
 ) -> None:
-    together = meta_train(*TINY, "runtime=batched", "seeds=[3,4]", "run_id=g", cwd=tmp_path)
+    together = meta_train(*TINY, "seeds=[3,4]", "run_id=g", cwd=tmp_path)
     assert together.returncode == 0, together.stderr
-    alone = meta_train(*TINY, "runtime=batched", "seed=4", "run_id=a", cwd=tmp_path)
+    alone = meta_train(*TINY, "seed=4", "run_id=a", cwd=tmp_path)
     assert alone.returncode == 0, alone.stderr
     results = tmp_path / "results"
     assert sorted(p.name for p in results.iterdir() if not p.name.startswith(".")) == [
@@ -114,13 +114,12 @@ def test_one_training_per_meta_step_agrees_with_alone_to_rounding(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["seeds=[0,1]"], "add runtime=batched"),
-        (["seeds=[0,1]", "runtime=batched", "seed=3"], "leave seed= out"),
-        (["seeds=[0,1,0]", "runtime=batched"], "names seed 0 more than once"),
-        (["seeds=[]", "runtime=batched"], "names no seed"),
-        (["seeds=[0,1]", "runtime=batched", "env=unity"], "native tasks only"),
-        (["-m", "seeds=[0,1]", "runtime=batched"], "does not combine with --multirun"),
-        (["seeds=[0,1]", "runtime=batched", "resume=true"], "does not exist"),
+        (["seeds=[0,1]", "seed=3"], "leave seed= out"),
+        (["seeds=[0,1,0]"], "names seed 0 more than once"),
+        (["seeds=[]"], "names no seed"),
+        (["seeds=[0,1]", "runtime=batched"], "runtime=batched is gone"),
+        (["-m", "seeds=[0,1]"], "does not combine with --multirun"),
+        (["seeds=[0,1]", "resume=true"], "does not exist"),
     ],
 )
 def test_a_group_that_cannot_run_is_refused_in_one_line_writing_nothing(
@@ -151,7 +150,7 @@ def test_an_interrupted_group_resumes_alone_or_together_to_the_same_runs(
         assert _rows(ours) == _rows(reference)
 
 
-JOINT = [*TINY, "meta.algorithm=joint", "runtime=batched", "run_id=j"]
+JOINT = [*TINY, "meta.algorithm=joint", "run_id=j"]
 
 
 def test_a_group_of_joint_runs_stacks_its_chunks_and_resumes_bitwise(

@@ -23,7 +23,7 @@ def _help(program: str, *args: str, columns: int = 80) -> str:
 def test_meta_train_help_says_what_it_does_lists_groups_keys_and_the_manual() -> None:
     text = _help("meta-train", "--help")
     assert text.startswith("meta-train: meta-learn one policy")
-    assert "meta: fomaml, joint, reptile, single" in text and "runtime: batched, local, ray" in text
+    assert "meta: fomaml, joint, reptile, single" in text and "runtime: local, ray" in text
     for shown in ("meta.steps=100", "ppo.learning_rate=0.0003", "env.num_areas=64", "--verbose"):
         assert shown in text, shown
     assert "docs/reference/configuration.md" in text and "powered by Hydra" not in text

@@ -25,8 +25,8 @@ HIDDEN_UNITS = (64, 128, 256, 512)
 META_BATCH_SIZES = (1, 4, 16)
 STACKS = (1, 4, 16, 64)
 STACK_HIDDEN_UNITS = (64, 128)
-RUNTIMES = (("local", False), ("batched", False), ("batched", True))
-"""The meta-batch table's runtimes: sequential, stacked, stacked with runtime.compile."""
+COMPILED = (False, True)
+"""The meta-batch table's columns: its trainings stacked, and stacked with runtime.compile."""
 OBS_SIZE, ACTION_SIZE = 10, 2
 """The built-in families' observation and action sizes."""
 
@@ -56,7 +56,6 @@ def meta_step_rate(
     meta_steps: int,
     folder: Path,
     limit_repeats: int,
-    runtime: str = "local",
     compiled: bool = False,
 ) -> dict[str, Any]:
     """Meta-steps per minute of an in-process meta-train run, beside its GEMM limit
@@ -66,11 +65,11 @@ def meta_step_rate(
 
     ppo = PPOConfig()
     cfg = Config(
-        run_id=f"{runtime}-{meta_batch_size}{'-compiled' * compiled}",
+        run_id=f"local-{meta_batch_size}{'-compiled' * compiled}",
         results_dir=str(folder),
         meta=MetaConfig(steps=meta_steps, meta_batch_size=meta_batch_size),
         ppo=ppo,
-        runtime=RuntimeConfig(backend=runtime, compile=compiled),
+        runtime=RuntimeConfig(compile=compiled),
         logger=LoggerConfig(console=False, tensorboard=False),
         torch_matmul_precision=torch.get_float32_matmul_precision(),  # meta-bench's
     )
@@ -81,7 +80,7 @@ def meta_step_rate(
     limit_seconds = meta_batch_size * ppo.max_steps / bound
     return {
         "meta_batch_size": meta_batch_size,
-        "runtime": runtime + " compiled" * compiled,
+        "compiled": compiled,
         "per_minute": 60.0 / seconds,
         "limit_per_minute": 60.0 / limit_seconds,
         "fraction": limit_seconds / seconds,
@@ -101,13 +100,13 @@ def scaling(quick: bool) -> dict[str, Any]:
         meta_step_rate(1, 1, Path(folder) / "warm", limit_repeats)  # imports, first env
         steps, batches, stacks = 2 if quick else 3, [], []
         for k in META_BATCH_SIZES:
-            for runtime, compiled in RUNTIMES:
+            for compiled in COMPILED:
                 if compiled and k == 1:
-                    continue  # nothing stacks
+                    continue  # compiled where trainings stack
                 if compiled:  # its shapes compiled, untimed
-                    meta_step_rate(k, 1, Path(folder) / "warm", 1, runtime, compiled)
+                    meta_step_rate(k, 1, Path(folder) / "warm", 1, compiled)
                 bench = Path(folder) / "bench"
-                batches.append(meta_step_rate(k, steps, bench, limit_repeats, runtime, compiled))
+                batches.append(meta_step_rate(k, steps, bench, limit_repeats, compiled))
         for h in STACK_HIDDEN_UNITS:
             for k in STACKS[:-1] if quick else STACKS:
                 stacks.append(stacked_rate(k, h, limit_repeats))
@@ -168,19 +167,18 @@ def tables(scaled: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list
             for r in scaled[key]
         ]
 
-    by = {(r["meta_batch_size"], r.get("runtime", "local")): r for r in scaled["meta_batch_size"]}
+    by = {(r["meta_batch_size"], bool(r.get("compiled"))): r for r in scaled["meta_batch_size"]}
 
-    def per_minute(size: int, runtime: str) -> str:
-        return f"{by[size, runtime]['per_minute']:.1f}" if (size, runtime) in by else "-"
+    def per_minute(size: int, compiled: bool) -> str:
+        return f"{by[size, compiled]['per_minute']:.1f}" if (size, compiled) in by else "-"
 
     batches = [
         [
             str(size),
-            per_minute(size, "local"),
-            per_minute(size, "batched"),
-            per_minute(size, "batched compiled"),
-            f"{by[size, 'local']['limit_per_minute']:.1f}",
-            _share(by[size, "local"]),
+            per_minute(size, False),
+            per_minute(size, True),
+            f"{by[size, False]['limit_per_minute']:.1f}",
+            _share(by[size, False]),
         ]
         for size in sorted({size for size, _ in by})
     ]
@@ -215,8 +213,7 @@ def tables(scaled: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list
                 [
                     "meta.meta_batch_size",
                     "meta-steps/min",
-                    "runtime=batched",
-                    "runtime=batched, compiled",
+                    "compiled",
                     "GEMM-only meta-steps/min",
                     "share",
                 ],
@@ -224,7 +221,7 @@ def tables(scaled: dict[str, Any]) -> list[tuple[str, tuple[list[str], list[list
             ),
         ),
         (
-            "Stacked: k default inner trainings at once (runtime=batched's stack, 1 thread)",
+            "Stacked: k default inner trainings at once (one stack, 1 thread)",
             (
                 [
                     "trainings",

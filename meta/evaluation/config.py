@@ -176,14 +176,6 @@ class EvalConfig:
     workers: int = 1
     """Processes for adaptation jobs and joint baselines (spawned, 1 torch thread each);
     1: everything in this process. Results are the same for any number."""
-    batched: bool = False
-    """Adapt the jobs that share a procedure in lockstep, stacked into one network (native
-    tasks); with eval.workers > 1 and runtime=local each worker process trains its share of
-    every stack, with runtime=ray or batched the stacks train in this process."""
-    batched_joint: bool = False
-    """Pretrain the joint baselines of eval.run_ids that share an eval.joint_ppo entry as one
-    group, stacked (as `seeds=[...]` trains meta=joint): each equals its pretraining alone to
-    rounding, so the results move by that; false keeps earlier studies' results bit for bit."""
     out_dir: str | None = None
     """Where the results go; null: <results_dir>/<run_id>/eval for one run, and
     <results_dir>/eval_<id>+<id>+... for several."""

@@ -62,7 +62,7 @@ def _starts(p: EvalPlan, executor: Executor, bar: EvalProgress) -> list[list[Sta
     trainer = LocalExecutor(EnvPool(p.setting.run.env)) if p.runtime.backend == "ray" else executor
     flat = [j for r in p.runs for j in r.joints]
     bar.watch([j for j in flat if j.train is not None])
-    weights = iter(joint_weights(flat, trainer, bar.say, p.setting.eval.batched_joint))
+    weights = iter(joint_weights(flat, trainer, bar.say))
     bar.stop_watching()
     bar.done(PRETRAINING)
     return [
@@ -170,7 +170,7 @@ def evaluate(
     """
     ev = p.setting.eval
     own = executor is None
-    executor = executor or make_executor(p.runtime, p.setting.run.env, ev.workers, stack=ev.batched)
+    executor = executor or make_executor(p.runtime, p.setting.run.env, ev.workers)
     others = [s for s in ev.splits if s != ev.selection_split]
     bar = EvalProgress(progress, console)
     bar.set_phases(_phases(p, others))  # before it shows: the first frame lists every phase

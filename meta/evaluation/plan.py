@@ -26,7 +26,6 @@ from meta.run.directory import STATUS_FILE, RunError, check_inside, latest_weigh
 from meta.run.names import check_name
 from meta.run.status import TrainingStatus
 from meta.runtime.cluster import Cluster, join_or_start_ray
-from meta.runtime.config import check_compiled, refuse_builds
 
 EVAL_DIR = "eval"
 
@@ -98,11 +97,6 @@ def plan_eval(cli: Config, run_id: str) -> EvalPlan:
     configs = [load_run(cli.results_dir, i) for i in ids]
     check_same(configs)
     run = configs[0][1]
-    if cli.eval.batched:
-        refuse_builds("eval.batched=true", run.env.backend, "drop eval.batched", trained=True)
-    if cli.runtime.stack:
-        refuse_builds("runtime.stack=true", run.env.backend, "drop runtime.stack", trained=True)
-    check_compiled(cli.runtime, "add eval.batched=true, or drop runtime.compile", cli.eval.batched)
     if cli.eval.search is not None and cli.eval.search.run_first:
         cli.eval.search.run_procedure(run.ppo)
     setting = Setting(run, cli.eval, cli.seed, cli.torch_device)

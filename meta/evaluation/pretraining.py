@@ -44,10 +44,9 @@ def joint_weights(
     joints: Sequence[JointBaseline],
     executor: Executor,
     say: Callable[[str], None],
-    grouped: bool = False,
 ) -> list[Weights]:
-    """Each baseline's weights, training those that need it first (side by side); `grouped`
-    (eval.batched_joint): those of one setting as one stacked group.
+    """Each baseline's weights, training those that need it first: those of one setting as one
+    group of runs (meta.trainer.seeds), stacked, and the groups side by side.
 
     A stop (a run's Stopped, or a signal that reached this process outside a run, its runs
     being in workers) stops every pretraining, then is one Stopped: why, what each
@@ -64,7 +63,7 @@ def joint_weights(
         )
     groups: list[list[JointBaseline]] = []
     for joint in pending:
-        same = next((g for g in groups if grouped and _setting(g[0]) == _setting(joint)), None)
+        same = next((g for g in groups if _setting(g[0]) == _setting(joint)), None)
         if same is None:
             groups.append([joint])
         else:

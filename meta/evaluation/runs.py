@@ -18,6 +18,7 @@ from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
 from meta.evaluation.config import EvalConfig, Procedure
+from meta.retired import upgraded
 from meta.run.configuration import flatten
 from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError
 from meta.run.status import StatusError, TrainingStatus
@@ -93,6 +94,7 @@ def run_config(run_dir: Path, results_dir: str) -> Config:
         raise RunError(f"{path} is missing: not a meta-train run directory")
     raw = OmegaConf.to_container(OmegaConf.load(path))
     assert isinstance(raw, dict)
+    upgraded(raw)  # type: ignore[arg-type]
     for key in ("eval", "run_id", "optimized_metric"):  # meta-eval's own, or a search's
         raw.pop(key, None)
     merged = OmegaConf.merge(OmegaConf.structured(Config), raw)

@@ -7,8 +7,8 @@ may outlive it for a while. A start shared by several trainings (θ) goes to the
 once; jobs go to whichever actor is free, and results come back in the jobs' order, so the
 outer update and meta-eval's tables see exactly what the local executor gives them. Actors
 start with the first jobs, so a driver may use the cluster before (meta-eval's baselines).
-With runtime.stack, the jobs that stack (meta.runtime.batched.stacks) are cut into one share
-per actor, and each share of two or more goes to an actor as one job that trains it as one stack.
+The jobs that stack (meta.runtime.stacks) are cut into one share per actor, and each share of
+two or more goes to an actor as one job that trains it as one stack.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from meta.algorithm.ppo.rollout import NullTimers
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.request import TrainResult
 from meta.config import EnvConfig, RuntimeConfig
-from meta.runtime.batched import Stacked, Unit, units
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import OnCrash, give_up
 from meta.runtime.jobs import Job, Training
+from meta.runtime.stacks import Stacked, Unit, units
 from meta.runtime.threads import set_matmul_precision
 
 R = TypeVar("R")
@@ -175,10 +175,9 @@ class RayExecutor:
                 ray.cancel(ref)
 
     def _units(self, jobs: Sequence[Job[Any]]) -> list[Unit]:
-        """Each job alone; with runtime.stack, each actor's share of a stack as one Stacked job."""
-        if self.cfg.stack:
-            return units(jobs, self.cfg.num_actors, self.cfg.compile)
-        return [([i], job) for i, job in enumerate(jobs)]
+        """Each job alone, but each actor's share of a stack as one Stacked job."""
+        builds = self.env.backend != "native"
+        return units(jobs, self.cfg.num_actors, self.cfg.compile, builds)
 
     def _submit(self, actor: Any, job: Job[Any]) -> Any:
         """The job on `actor`; a training's start goes by reference (put once per start)."""

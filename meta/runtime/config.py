@@ -8,8 +8,9 @@ import sys
 from dataclasses import dataclass
 
 from meta.algorithm.ppo.config import positive
+from meta.retired import retired
 
-RUNTIMES = ("local", "ray", "batched")
+RUNTIMES = ("local", "ray")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 """What `torch.set_float32_matmul_precision` takes (`torch_matmul_precision`)."""
 
@@ -19,8 +20,8 @@ class RuntimeConfig:
     """Where a meta-step's inner trainings and meta-eval's adaptation jobs run."""
 
     backend: str = "local"
-    """`local` (this process, one job after the other), `ray` (Ray actors, side by side) or
-    `batched` (this process, a meta-step's trainings stacked into one network, in lockstep)."""
+    """`local` (this process) or `ray` (Ray actors, side by side); either trains the jobs that
+    share their settings as stacks (meta.runtime.stacks)."""
     address: str | None = None
     """ray: null starts a local Ray cluster; `auto` joins the running one; or `host:port`."""
     num_actors: int = 2
@@ -31,26 +32,20 @@ class RuntimeConfig:
     """ray: torch intra-op threads in each actor."""
     num_cpus: int | None = None
     """ray, local cluster only: CPUs it offers (null: all of this machine's)."""
-    stack: bool = False
-    """ray: each actor trains its share of a meta-step's stackable trainings as one stack (as
-    runtime=batched does in one process)."""
     compile: bool = False
-    """Stacked trainings (runtime=batched, runtime.stack, eval.batched, seeds) run their
-    update's losses and backward as torch.compile's fused kernels: faster, after a compilation
-    of seconds once per process (cached on disk); the same as uncompiled to rounding, bitwise
-    in any stack and on any thread count. Needs a C++ compiler (g++, or $CXX)."""
+    """Stacks of two or more trainings run their update's losses and backward as torch.compile's
+    fused kernels: faster, after a compilation of seconds once per process (cached on disk);
+    the same as uncompiled to rounding, bitwise in any stack and on any thread count. Needs a
+    C++ compiler (g++, or $CXX)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
+        if message := retired("runtime.backend", self.backend):
+            raise ValueError(message)
         if self.backend not in RUNTIMES:
             raise ValueError(f"runtime.backend: unknown {self.backend!r} (use one of {RUNTIMES})")
         if self.num_actors < 1:
             raise ValueError(f"runtime.num_actors must be >= 1, got {self.num_actors}")
-        if self.stack and self.backend != "ray":
-            raise ValueError(
-                f"runtime.stack=true is for runtime=ray (each actor stacks its share), not "
-                f"runtime={self.backend}: runtime=batched stacks in this process"
-            )
         if self.compile:
             check_compiler()
         positive("runtime.cpus_per_actor", self.cpus_per_actor)
@@ -85,48 +80,20 @@ def check_compiler() -> None:
         )
 
 
-def check_compiled(runtime: RuntimeConfig, remedy: str, eval_batched: bool = False) -> None:
-    """ValueError when runtime.compile is asked where nothing trains stacked: neither the
-    runtime (runtime=batched, runtime.stack) nor meta-eval (`eval_batched`)."""
-    stacks = runtime.backend == "batched" or runtime.stack or eval_batched
-    if runtime.compile and not stacks:
-        raise ValueError(
-            f"runtime.compile=true compiles stacked trainings and runtime={runtime.backend} "
-            f"stacks none: {remedy}"
-        )
-
-
-def check_seeds(seeds: list[int], runtime: str) -> None:
-    """ValueError unless `seeds` names distinct seeds and their runs can stack (runtime=batched)."""
+def check_seeds(seeds: list[int]) -> None:
+    """ValueError unless `seeds` names distinct seeds."""
     given = "seeds=[" + ",".join(str(s) for s in seeds) + "]"
     if not seeds:
         raise ValueError("seeds=[] names no seed: give them (seeds=[0,1,2]) or leave seeds out")
     twice = sorted({s for s in seeds if seeds.count(s) > 1})
     if twice:
         raise ValueError(f"{given} names seed {twice[0]} more than once")
-    if runtime != "batched":
-        raise ValueError(
-            f"{given} trains the seeds' runs stacked in one process, which runtime={runtime} "
-            "does not do: add runtime=batched"
-        )
 
 
 def _host_port(address: str) -> bool:
     """Whether `address` reads as host:port (a ray:// client address included)."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     return bool(host) and port.isdigit()
-
-
-def refuse_builds(setting: str, backend: str, remedy: str, trained: bool = False) -> None:
-    """ValueError when `setting` would stack trainings on builds: it stacks native tasks only."""
-    if backend == "native":
-        return
-    why = (
-        f"the run trained on env.backend={backend} builds"
-        if trained
-        else f"env.backend={backend} builds serve one training per worker"
-    )
-    raise ValueError(f"{setting} stacks native tasks only: {why} ({remedy})")
 
 
 def check_matmul_precision(precision: str) -> None:

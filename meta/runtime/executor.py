@@ -1,9 +1,10 @@
-"""Where jobs run: this process one after the other, spawned worker processes, or Ray actors.
+"""Where jobs run: this process, spawned worker processes, or Ray actors; each trains stacks.
 
 One stack for meta-train and meta-eval. An executor runs a list of jobs (meta.runtime.jobs:
 meta-train's training requests, meta-eval's adaptations) and yields their results in the jobs'
 order, each as soon as it and those before it are done, so sequential and parallel runs give
-identical results (every job carries its own seeds; none reads global state). A job whose
+identical results (every job carries its own seeds; none reads global state; the jobs that
+stack train in stacks of two or more wherever they run, meta.runtime.stacks). A job whose
 environment crashed (a build died, an actor was lost) is retried from its start after
 `on_crash(error)`, which counts the crash and raises to give up, so a caller gets every
 result or none.
@@ -17,7 +18,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.synchronize import Event
 from typing import Protocol, TypeVar
@@ -27,17 +28,11 @@ from meta.config import EnvConfig, RuntimeConfig
 from meta.run.interrupt import deferred_interrupt
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Job
+from meta.runtime.stacks import OnCrash, Stacked, give_up, run_jobs, units
 
 R = TypeVar("R")
 WORKER_LOST = "a worker process ended abruptly (killed, or out of memory?)"
 """Why a process pool's run stopped when one of its workers died."""
-OnCrash = Callable[[BaseException], None]
-"""Told of every crash before its job is retried; raises to give up."""
-
-
-def give_up(crash: BaseException) -> None:
-    """The default: a crash ends the run of jobs with its own error."""
-    raise crash
 
 
 def retrying(times: int) -> OnCrash:
@@ -66,26 +61,24 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Every job in this process, on one environment pool (the run's, for meta-train)."""
+    """Every job in this process, on one environment pool (the run's, for meta-train); the jobs
+    that stack as stacks (`compiled`: runtime.compile)."""
 
-    def __init__(self, pool: EnvPool, timers: Timers | None = None) -> None:
+    def __init__(
+        self, pool: EnvPool, timers: Timers | None = None, compiled: bool = False, own: bool = False
+    ) -> None:
+        """`own`: the pool is this executor's, closed with it."""
         self.pool, self.timers = pool, timers or NullTimers()
+        self.compiled, self.own = compiled, own
 
     def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
-        """Every result, in order; a crashed build is relaunched and its job retried."""
-        crash_types = self.pool.crash_types()
-        for job in jobs:
-            while True:
-                try:
-                    result = job(self.pool, self.timers)
-                    break
-                except crash_types as crash:
-                    on_crash(crash)
-                    self.pool.restart_all()
-            yield result
+        """Every result, in order; a crashed build is relaunched and its job (or stack) retried."""
+        return run_jobs(jobs, self.pool, self.timers, self.compiled, on_crash)
 
     def close(self) -> None:
-        """The pool belongs to whoever made it (the run closes its own)."""
+        """Close the pool if it is this executor's (the run closes its own)."""
+        if self.own:
+            self.pool.close()
 
 
 _worker_pool: EnvPool | None = None
@@ -107,7 +100,7 @@ def _init_worker(env: EnvConfig, stop: Event, precision: str) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by `_spawning`
     torch.set_num_threads(1)
     set_matmul_precision(precision)
-    _worker_pool = EnvPool(env)
+    _worker_pool = EnvPool.claiming(env)
 
 
 def _quiet_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
@@ -155,13 +148,12 @@ class ProcessExecutor:
     here, claim their own ports and builds (meta.runtime.slots) and have none to retry.
     """
 
-    def __init__(
-        self, workers: int, env: EnvConfig, stack: bool = False, compiled: bool = False
-    ) -> None:
-        """`stack`: the jobs that stack train as one stack cut into a share per worker;
-        `compiled`: runtime.compile for those shares. The workers run at this process's float32
-        matmul precision of now (`torch_matmul_precision`)."""
-        self.workers, self.stack, self.compiled = workers, stack, compiled
+    def __init__(self, workers: int, env: EnvConfig, compiled: bool = False) -> None:
+        """The jobs that stack train as one stack cut into a share per worker (`compiled`:
+        runtime.compile for those shares). The workers run at this process's float32 matmul
+        precision of now (`torch_matmul_precision`)."""
+        self.workers, self.compiled = workers, compiled
+        self.builds = env.backend != "native"
         context = multiprocessing.get_context("spawn")
         self._stop = context.Event()
         import torch
@@ -175,16 +167,8 @@ class ProcessExecutor:
         )
 
     def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
-        """Every job in the workers, results in order."""
-        if not self.stack:
-            with _spawning():
-                return self._pool.map(_in_worker, jobs, chunksize=1)
-        return self._stacked(jobs)
-
-    def _stacked(self, jobs: Sequence[Job[R]]) -> Iterator[R]:
-        from meta.runtime.batched import Stacked, units
-
-        work = units(jobs, self.workers, self.compiled)
+        """Every job (or a stack's share) in the workers, results in order."""
+        work = units(jobs, self.workers, self.compiled, self.builds)
         results: dict[int, R] = {}
         given = 0
         with _spawning():
@@ -233,22 +217,16 @@ def make_executor(
     workers: int = 1,
     pool: EnvPool | None = None,
     timers: Timers | None = None,
-    stack: bool = False,
 ) -> Executor:
-    """Ray actors for runtime=ray (connected already), stacked trainings for runtime=batched,
-    else this process for 1 worker, else a process pool; `pool` is this process's (meta-train's
-    run pool; a fresh one if None). `stack` (eval.batched): stacked trainings on any backend,
-    in `workers` processes that each take their share of every stack where those run locally."""
-    if stack and runtime.backend == "local" and workers > 1:
-        return ProcessExecutor(workers, env, stack=True, compiled=runtime.compile)
-    if stack or runtime.backend == "batched":
-        from meta.runtime.batched import BatchedExecutor
-
-        return BatchedExecutor(pool or EnvPool(env), timers, runtime.compile)
+    """Ray actors for runtime=ray (connected already), else this process for 1 worker, else a
+    process pool whose workers each take their share of every stack; `pool` is this process's
+    (meta-train's run pool; one of its own, on a claimed slot of builds, if None)."""
     if runtime.backend == "ray":
         from meta.runtime.actors import RayExecutor
 
         return RayExecutor(runtime, env, None if pool is None else pool.log_folder)
     if workers > 1:
-        return ProcessExecutor(workers, env)
-    return LocalExecutor(pool or EnvPool(env), timers)
+        return ProcessExecutor(workers, env, runtime.compile)
+    if pool is None:
+        return LocalExecutor(EnvPool.claiming(env), timers, runtime.compile, own=True)
+    return LocalExecutor(pool, timers, runtime.compile)

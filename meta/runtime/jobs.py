@@ -99,9 +99,10 @@ def run_request(request: TrainRequest, pool: EnvPool, timers: Timers) -> TrainRe
         pool.release(env)
 
 
-def request_env(pool: EnvPool, request: TrainRequest) -> TaskEnvironment:
-    """The request's task's environment, or all its tasks' areas side by side (joint)."""
+def request_env(pool: EnvPool, request: TrainRequest, member: int = 0) -> TaskEnvironment:
+    """The request's task's environment, or all its tasks' areas side by side (joint); on
+    builds, those of stack member `member`."""
     tasks, seed = request.tasks, request.seed
     if len(tasks) > 1:
-        return pool.concat([(t.family, t.params) for t in tasks], seed)
-    return pool.env(tasks[0].family, tasks[0].params, seed)
+        return pool.concat([(t.family, t.params) for t in tasks], seed, member)
+    return pool.env(tasks[0].family, tasks[0].params, seed, member=member)

@@ -13,14 +13,15 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 LOCKS = Path(tempfile.gettempdir()) / "meta-harness-slots"
 """Where the lock files live (one per base port and slot)."""
 
 
-@contextmanager
-def claimed_slot(base_port: int, first: int = 1, limit: int = 1024) -> Iterator[int]:
-    """The first slot from `first` that no process on this machine holds, held until exit."""
+def claim(base_port: int, first: int = 1, limit: int = 1024) -> tuple[int, IO[str]]:
+    """The first slot from `first` that no process on this machine holds, and the open file
+    whose lock holds it (closing the file releases it)."""
     LOCKS.mkdir(exist_ok=True)
     for slot in range(first, first + limit):
         handle = open(LOCKS / f"{base_port}-{slot}.lock", "a")  # noqa: SIM115 (held open)
@@ -29,9 +30,15 @@ def claimed_slot(base_port: int, first: int = 1, limit: int = 1024) -> Iterator[
         except BlockingIOError:
             handle.close()
             continue
-        try:
-            yield slot
-        finally:
-            handle.close()  # closing the file releases the lock
-        return
+        return slot, handle
     raise RuntimeError(f"all {limit} build slots of base port {base_port} are taken")
+
+
+@contextmanager
+def claimed_slot(base_port: int, first: int = 1, limit: int = 1024) -> Iterator[int]:
+    """The first slot from `first` that no process on this machine holds, held until exit."""
+    slot, handle = claim(base_port, first, limit)
+    try:
+        yield slot
+    finally:
+        handle.close()

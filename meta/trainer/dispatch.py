@@ -1,7 +1,7 @@
 """A meta-step's inner trainings: the meta-learner's requests, run by an executor, retried.
 
 The requests are picklable (meta.algorithm.request) and run in this process (`runtime=local`)
-or on Ray actors (`runtime=ray`). Independent requests may run side by side; a chain (Adam's
+or on Ray actors (`runtime=ray`). Independent requests train as stacks; a chain (Adam's
 state carried from training to training) runs one after the other, each request continuing
 what the previous one left. `InnerTrainings.trainings` says which jobs a meta-step needs and
 takes their results, so that whoever runs them may run other runs' jobs beside them
@@ -54,7 +54,6 @@ class InnerTrainings:
         self.plan, self.cfg, self.learner, self.timers = plan, plan.cfg, learner, timers
         self.restarts = 0
         self._executor: Executor | None = None
-        self._told = False
 
     def start_executor(self) -> Executor:
         """Where the requests run, started on the first call (Ray's actors with the first step)."""
@@ -64,8 +63,8 @@ class InnerTrainings:
             )
             if self.cfg.runtime.backend == "ray":
                 self.plan.pool.close()  # the actors own the environments; drop the driver's builds
-                if self.learner.chained:
-                    log.info("the inner trainings chain Adam's state: one after the other")
+            if self.learner.chained:
+                log.info("the inner trainings chain Adam's state: one after the other")
         return self._executor
 
     def trainings(
@@ -80,11 +79,6 @@ class InnerTrainings:
         """The meta-step's trainings as job lists to run, each sent back its results in order:
         one list of independent trainings, or one list per link of a chain; returns them all."""
         requests = self.learner.requests(k, theta, tasks, hyper, self_play_state)
-        if self.cfg.runtime.backend == "batched" and not self._told:
-            self._told = True
-            if self.learner.chained:
-                chain = "each continues the previous one's Adam state; seeds=[...] stacks seeds"
-                log.info("runtime=batched: these trainings run one after the other (%s)", chain)
         if not self.learner.chained:
             return (yield [Training(r) for r in requests])
         results: list[TrainResult] = []
@@ -98,9 +92,9 @@ class InnerTrainings:
 
     def run(self, k: int, jobs: list[Training]) -> list[TrainResult]:
         """Meta-step k's jobs on the run's executor, results in order."""
-        return list(self.start_executor().run(jobs, partial(self._crashed, k)))
+        return list(self.start_executor().run(jobs, partial(self.crashed, k)))
 
-    def _crashed(self, k: int, crash: BaseException) -> None:
+    def crashed(self, k: int, crash: BaseException) -> None:
         """Count a crash; BuildsExhausted once env.max_restarts is spent."""
         self.restarts += 1
         if self.restarts > self.cfg.env.max_restarts:

@@ -1,14 +1,14 @@
-"""Runs of one setting, one per seed, trained in lockstep in one process (`seeds=[...]`).
+"""Runs of one setting, one per seed, trained in lockstep (`seeds=[...]`).
 
 Each run is a MetaTrainer of its own: its directory, lock, status, checkpoints, writers and
 theta. Every round, each unfinished run starts its next meta-step (`meta_step_jobs`), the jobs
-they all yield run as one call of a BatchedExecutor (the stackable ones in one stack), and each
-run is sent its share of the results. A member of a stack trains bitwise the same whichever
-other members share it, as long as it has one (meta.algorithm.stacked.train), so a run of the
-group equals the run of its seed alone with runtime=batched wherever that run stacks too
-(meta.meta_batch_size of 2 or more); a lone training, which alone runs unstacked, gets
-companions here and equals it to rounding. The runs commit a meta-step together: a signal
-waits until every run has committed it.
+they all yield run as one call of the first run's executor (the jobs that stack in stacks, in
+this process or on Ray actors), and each run is sent its share of the results. A member of a
+stack trains bitwise the same whichever other members share it, as long as it has one
+(meta.algorithm.ppo.kernels), so a run of the group equals the run of its seed alone wherever
+that run stacks too (meta.meta_batch_size of 2 or more); a lone training, which alone trains as
+a stack of one, gets companions here and equals it to rounding. The runs commit a meta-step
+together: a signal waits until every run has committed it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from meta.algorithm.request import TrainResult
 from meta.observe.progress import Progress
 from meta.run.interrupt import deferred_interrupt
 from meta.run.names import command
-from meta.runtime.batched import BatchedExecutor
+from meta.runtime.executor import LocalExecutor
 from meta.runtime.jobs import Training
 from meta.trainer.loop import MetaTrainer, Rows
 
@@ -58,7 +59,11 @@ class SeedGroup:
         """The next meta-step of each of `trainers`, their jobs run together; each one's rows."""
         first = trainers[0]
         timers = _EveryTimers(t.timers for t in trainers)
-        executor = BatchedExecutor(first.plan.pool, timers, first.cfg.runtime.compile)
+        if first.cfg.runtime.backend == "ray":  # the first run's actors (the cluster is shared)
+            executor = first.inner.start_executor()
+        else:
+            executor = LocalExecutor(first.plan.pool, timers, first.cfg.runtime.compile)
+        crashed = partial(first.inner.crashed, first.meta_step)
         with ExitStack() as scopes:
             for trainer in trainers:
                 scopes.enter_context(trainer.timers.scope("meta_step"))
@@ -67,7 +72,8 @@ class SeedGroup:
             tables: dict[int, Rows] = {}
             while pending:
                 order = list(pending)
-                results = list(executor.run([job for i in order for job in pending[i]]))
+                jobs = [job for i in order for job in pending[i]]
+                results = list(executor.run(jobs, crashed))
                 with deferred_interrupt():  # every run commits the meta-step before a signal counts
                     for i in order:
                         mine, results = results[: len(pending[i])], results[len(pending[i]) :]

@@ -29,9 +29,9 @@ from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.training import stack_key, train, train_requests
 from meta.config import EnvConfig
 from meta.observe.tags import ELO, SUCCESS, WIN_RATE
-from meta.runtime.batched import MAX_STACK, stacks, units
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Call, Training, request_env
+from meta.runtime.stacks import MAX_STACK, stacks, units
 
 PPO = PPOConfig(max_steps=1024, buffer_size=512, batch_size=128, num_epoch=2)
 NETWORK = NetworkConfig(hidden_units=32)

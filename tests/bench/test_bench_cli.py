@@ -198,12 +198,10 @@ def test_quick_bench_reports_what_it_measured(
     scaled = report["scaling"]
     assert [r["areas"] for r in scaled["areas"]] == [16]
     assert [r["hidden_units"] for r in scaled["hidden_units"]] == [64]
-    assert [(r["meta_batch_size"], r["runtime"]) for r in scaled["meta_batch_size"]] == [
-        (1, "local"),
-        (1, "batched"),
-        (2, "local"),
-        (2, "batched"),
-        (2, "batched compiled"),  # runtime.compile where something stacks
+    assert [(r["meta_batch_size"], r["compiled"]) for r in scaled["meta_batch_size"]] == [
+        (1, False),
+        (2, False),
+        (2, True),  # runtime.compile where trainings stack
     ]
     assert [(r["trainings"], r["compiled"]) for r in scaled["stacks"]] == [
         (1, False),
@@ -288,15 +286,14 @@ def check_scaling_against_json(tables: dict[str, Table], scaled: dict[str, Any])
             assert shows(shown["share of limit"], row["fraction"])
             assert row["fraction"] == pytest.approx(row["rate"] / row["limit_rate"])
     (title,) = [t for t in tables if t.startswith("Scaling: default meta-steps")]
-    by = {(r["meta_batch_size"], r["runtime"]): r for r in scaled["meta_batch_size"]}
+    by = {(r["meta_batch_size"], r["compiled"]): r for r in scaled["meta_batch_size"]}
     sizes = sorted({size for size, _ in by})
     for shown, size in zip(tables[title], sizes, strict=True):
-        row, batched = by[size, "local"], by[size, "batched"]
+        row = by[size, False]
         assert int(shown["meta.meta_batch_size"]) == size
         assert shows(shown["meta-steps/min"], row["per_minute"])
-        assert shows(shown["runtime=batched"], batched["per_minute"])
-        compiled = by.get((size, "batched compiled"))
-        shown_compiled = shown["runtime=batched, compiled"]
+        compiled = by.get((size, True))
+        shown_compiled = shown["compiled"]
         assert shows(shown_compiled, compiled["per_minute"]) if compiled else shown_compiled == "-"
         assert shows(shown["GEMM-only meta-steps/min"], row["limit_per_minute"])
         assert shows(shown["share"], row["fraction"])

@@ -32,7 +32,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results folder with two seeds' runs of Reptile (`s`) and of meta=joint (`j`)."""
     where = tmp_path_factory.mktemp("trained")
     for run, extra in (("s", []), ("j", ["meta=joint"])):
-        args = [*TINY, *extra, "meta.steps=3", "seeds=[0,1]", "runtime=batched", f"run_id={run}"]
+        args = [*TINY, *extra, "meta.steps=3", "seeds=[0,1]", f"run_id={run}"]
         done = _run("train_main", args, where)
         assert done.returncode == 0, done.stderr
     return where / "results"
@@ -98,17 +98,16 @@ def _goes_on_bitwise(args: list[str], cwd: Path, uninterrupted: Pretrained) -> N
     assert resumed == uninterrupted(args)
 
 
-@pytest.mark.parametrize("grouped", ["false", "true"])
 @pytest.mark.parametrize(
     "fault",
     ["inner_training@0:SIGINT", "before_commit@1:SIGINT"],
     ids=["nothing-committed", "resumable"],
 )
 def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
-    grouped: str, fault: str, runs: Path, uninterrupted: Pretrained
+    fault: str, runs: Path, uninterrupted: Pretrained
 ) -> None:
     tmp_path = runs
-    args = [*EVAL, f"eval.batched_joint={grouped}"]
+    args = EVAL
     # SIGINT in a joint baseline's first inner training (nothing to resume: it starts over) or
     # as it commits its second meta-step (it resumes); the fault reaches every run's loop
     stopped = _run("eval_main", [*args, "eval.out_dir=cut"], tmp_path, fault)
@@ -155,7 +154,7 @@ def test_meta_eval_interrupted_alone_stops_its_workers_pretrainings(tmp_path: Pa
     # `kill -INT` of meta-eval alone (not its process group): its workers get it from meta-eval
     # and stop their pretrainings, rather than meta-eval waiting for them to finish
     steps = 60  # seconds of pretraining: the signal comes well before its end
-    train = [*TINY, f"meta.steps={steps}", "seeds=[0,1]", "runtime=batched", "run_id=L"]
+    train = [*TINY, f"meta.steps={steps}", "seeds=[0,1]", "run_id=L"]
     trained = _run("train_main", train, tmp_path)
     assert trained.returncode == 0, trained.stderr
     args = ["run_id=L-seed_0", "eval.run_ids=[L-seed_0,L-seed_1]", *TINY_EVAL, "eval.workers=2"]

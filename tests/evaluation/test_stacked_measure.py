@@ -22,8 +22,8 @@ from meta.evaluation.episodes import policy_actor, run_episodes, run_stacked_epi
 from meta.evaluation.measured import measured, measured_together
 from meta.evaluation.statistics import Measurement
 from meta.evaluation.tasks import sample_tasks
-from meta.runtime.batched import BatchedExecutor
 from meta.runtime.envpool import EnvPool
+from meta.runtime.executor import LocalExecutor
 
 Factory = Callable[..., Config]
 NETWORK = NetworkConfig(hidden_units=16, normalize=True)
@@ -151,9 +151,9 @@ def test_measured_together_gives_the_rows_measured_alone(tiny_config: Factory) -
     assert _text(measured_together(pool, jobs[2:4], results[2:4])) == _text(together[2:4])
 
 
-def test_the_batched_executor_measures_a_stack_together(tiny_config: Factory) -> None:
+def test_the_local_executor_measures_a_stack_together(tiny_config: Factory) -> None:
     jobs, pool = _jobs(tiny_config, "eval.budgets=[0,2]")
     requests = [job.request() for job in jobs]
     made = [pool.env(r.tasks[0].family, r.tasks[0].params, r.seed) for r in requests]
     expected = measured_together(pool, jobs, train_requests(requests, made))
-    assert _text(list(BatchedExecutor(pool).run(jobs))) == _text(expected)
+    assert _text(list(LocalExecutor(pool).run(jobs))) == _text(expected)

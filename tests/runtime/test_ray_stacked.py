@@ -1,22 +1,18 @@
-"""runtime.stack on Ray: each actor trains its share as one stack, as runtime=batched would."""
+"""runtime=ray: each actor trains its share of a stack as one stack, as runtime=local would."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from meta.algorithm.ppo.weights import Weights
 from meta.config import Config
-from meta.evaluation.evaluate import plan_eval
-from meta.runtime import batched
-from meta.runtime.batched import shares
+from meta.runtime import stacks
+from meta.runtime.stacks import shares
 from meta.trainer import MetaTrainer, plan_training
 
 Factory = Callable[..., Config]
@@ -52,49 +48,17 @@ def test_a_stack_is_cut_into_contiguous_shares_of_near_equal_size() -> None:
 
 
 @pytest.mark.usefixtures("ray_cluster")
-def test_each_actor_stacks_its_share_bitwise_as_batched_and_a_lost_share_is_retried(
+def test_each_actor_stacks_its_share_bitwise_as_in_process_and_a_lost_share_is_retried(
     tiny_config: Factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ray = thetas(
-        tiny_config(*BATCH, "runtime=ray_batched", "runtime.num_actors=2"), "ray", kill_before=1
-    )
-    whole = thetas(tiny_config(*BATCH, "runtime=batched"), "whole")  # one stack of 4
-    monkeypatch.setattr(batched, "MAX_STACK", 2)  # stacks of 2, as the two actors' shares
-    halves = thetas(tiny_config(*BATCH, "runtime=batched"), "halves")
-    monkeypatch.setattr(batched, "MAX_STACK", 1)  # no stacks: each training alone
-    alone = thetas(tiny_config(*BATCH, "runtime=batched"), "alone")
+    ray = thetas(tiny_config(*BATCH, "runtime=ray", "runtime.num_actors=2"), "ray", kill_before=1)
+    whole = thetas(tiny_config(*BATCH), "whole")  # one stack of 4
+    monkeypatch.setattr(stacks, "MAX_STACK", 2)  # stacks of 2, as the two actors' shares
+    halves = thetas(tiny_config(*BATCH), "halves")
+    monkeypatch.setattr(stacks, "MAX_STACK", 1)  # stacks of one: each training alone
+    alone = thetas(tiny_config(*BATCH), "alone")
     for r, h, w, a in zip(ray, halves, whole, alone, strict=True):
         assert all(torch.equal(r[k], h[k]) for k in r)
         # a member's bits depend on its stack's size and on stacking at all, to rounding
         assert _max_delta(r, w) < TOLERANCE and _max_delta(r, a) < TOLERANCE
     assert _max_delta(ray[-1], alone[-1]) > 0  # the actors did stack
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize(
-    ("overrides", "named"),
-    [
-        (("runtime.stack=true",), "runtime.stack=true is for runtime=ray"),
-        (("runtime=ray_batched", "env=unity"), "runtime.stack=true stacks native tasks only"),
-    ],
-    ids=["local", "unity"],
-)
-def test_stack_without_ray_or_with_builds_is_refused_in_one_line(
-    tmp_path: Path,
-    meta_train: Callable[..., subprocess.CompletedProcess[str]],
-    overrides: tuple[str, ...],
-    named: str,
-) -> None:
-    refused = meta_train("experiment=tiny", "logger=quiet", *overrides, "run_id=x", cwd=tmp_path)
-    assert refused.returncode == 2, refused.stderr
-    assert refused.stderr.strip().count("\n") == 0 and named in refused.stderr
-    assert not (tmp_path / "results" / "x").exists()
-
-
-def test_meta_eval_refuses_stack_for_a_run_on_builds(tiny_config: Factory) -> None:
-    run = tiny_config("env=unity")
-    run_dir = Path(run.results_dir) / "u"
-    run_dir.mkdir(parents=True)
-    OmegaConf.save(OmegaConf.structured(run), run_dir / "configuration.yaml")
-    with pytest.raises(ValueError, match=r"^runtime\.stack=true stacks native tasks only[^\n]*$"):
-        plan_eval(tiny_config("runtime=ray_batched", "run_id=u"), "u")

@@ -5,7 +5,7 @@ of one keeps the kernels a single network is fastest with and whose bits the har
 given (`F.linear`, i.e. `addmm`, torch.optim's fused Adam, `clip_grad_norm_`); a stack of
 several uses batched products (`baddbmm`) and per-member clips. Each member's bits are the same
 in any stack of two or more; a stack of one rounds as a single network does, and the runtime
-never cuts a stack so that one member of several trains alone (meta.runtime.batched.units).
+never cuts a stack so that one member of several trains alone (meta.runtime.stacks.units).
 """
 
 from __future__ import annotations

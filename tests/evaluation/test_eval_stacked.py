@@ -1,20 +1,22 @@
-"""eval.batched=true: adaptations stacked give the sequential rows, to the stacks' rounding."""
+"""meta-eval stacks its adaptations and joint pretrainings: each as alone, to rounding."""
 
 from __future__ import annotations
 
 import csv
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
 from tinyconfig import TINY_EVAL, TINY_MEASURE
 
 from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.rollout import NullTimers
 from meta.algorithm.training import stack_key, train_requests
 from meta.algorithm.training import train as train_alone
-from meta.config import Config
+from meta.config import Config, EnvConfig
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import AdaptJob, Setting
 from meta.evaluation.config import Procedure
@@ -22,9 +24,12 @@ from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.tasks import sample_tasks
 from meta.observe.tags import LEARNING_RATE
 from meta.runtime.envpool import EnvPool
+from meta.runtime.jobs import Job
+from meta.runtime.stacks import OnCrash, give_up
 from meta.trainer import train
 
 Factory = Callable[..., Config]
+R = TypeVar("R")
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -32,12 +37,23 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def test_stacked_adaptations_give_the_sequential_rows(tiny_config: Factory) -> None:
+class OneByOne:
+    """Each job alone, on environments of its own (an adaptation trains as a stack of one)."""
+
+    def run(self, jobs: Sequence[Job[R]], on_crash: OnCrash = give_up) -> Iterator[R]:
+        """Every job's result, in order."""
+        return (job(EnvPool(EnvConfig()), NullTimers()) for job in jobs)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def test_stacked_adaptations_give_the_rows_of_each_adapted_alone(tiny_config: Factory) -> None:
     train(tiny_config("meta.steps=1"), "run")
     both = ["run_id=run", *TINY_EVAL, "eval.joint_run_id=run", "eval.budgets=[0,1,2]"]
-    for name, batched in (("seq", "false"), ("stacked", "true")):
-        cfg = tiny_config(*both, f"eval.batched={batched}", f"eval.out_dir=${{results_dir}}/{name}")
-        evaluate(plan_eval(cfg, "run"))
+    for name, executor in (("seq", OneByOne()), ("stacked", None)):
+        cfg = tiny_config(*both, f"eval.out_dir=${{results_dir}}/{name}")
+        evaluate(plan_eval(cfg, "run"), executor=executor)
     out = Path(tiny_config().results_dir)
     seq, stacked = _rows(out / "seq" / "adaptation.csv"), _rows(out / "stacked" / "adaptation.csv")
     keys = ("method", "family", "split", "task", "seed", "budget", "env_steps", "episodes")
@@ -58,7 +74,7 @@ def test_with_workers_the_joint_pretrainings_train_side_by_side_to_the_same_bits
 ) -> None:
     train(tiny_config("meta.steps=1"), "run")
     joints = "eval.joint_ppo=[{},{optimizer:adam,learning_rate:0.0003}]"
-    both = ["run_id=run", *TINY_EVAL, joints, "eval.batched=true"]
+    both = ["run_id=run", *TINY_EVAL, joints]
     out = Path(tiny_config().results_dir)
     brains = {}
     for workers in (1, 2):
@@ -117,14 +133,13 @@ def test_joint_pretrainings_of_several_seeds_train_as_one_group_to_rounding(
 ) -> None:
     for seed in (0, 1, 2):
         train(tiny_config("meta.steps=2", f"seed={seed}"), f"s{seed}")
-    runs = ["run_id=s0", *TINY_MEASURE, "eval.run_ids=[s0,s1,s2]", "eval.workers=2"]
     out = Path(tiny_config().results_dir)
     weights, configs = {}, {}
-    for grouped in ("false", "true"):
-        cfg = tiny_config(
-            *runs, f"eval.batched_joint={grouped}", f"eval.out_dir=${{results_dir}}/{grouped}"
-        )
-        evaluate(plan_eval(cfg, "s0"))
+    for grouped, ids in (("false", [["s0"], ["s1"], ["s2"]]), ("true", [["s0", "s1", "s2"]])):
+        for run_ids in ids:  # each run alone pretrains its baseline alone
+            runs = [f"run_id={run_ids[0]}", *TINY_MEASURE, f"eval.run_ids=[{','.join(run_ids)}]"]
+            where = f"eval.out_dir=${{results_dir}}/{grouped}{run_ids[0]}"
+            evaluate(plan_eval(tiny_config(*runs, "eval.workers=2", where), run_ids[0]))
         found = sorted(out.glob("s*/eval/joint"))
         assert len(found) == 3
         weights[grouped] = [torch.load(d / f"{BEHAVIOR_NAME}.pt") for d in found]
