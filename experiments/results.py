@@ -51,39 +51,39 @@ class Study:
 
 STUDIES = (
     Study(
-        "hidden_goal_small_inner16_stratified",
-        "hidden_goal_small_inner16_stratified.yaml",
+        "hidden_goal_adaptation",
+        "hidden_goal_adaptation.yaml",
         "Hidden goal",
         "FindTarget with the goal hidden and drawn per task (the positive control), every split "
         "drawn one task per patch: does the meta-learned start adapt faster?",
         "2026-12-04-one-task-per-patch",
     ),
     Study(
-        "hidden_goal_small_inner16_stratified_horizon16k",
-        "hidden_goal_small_inner16_stratified_horizon16k.yaml",
+        "hidden_goal_half_horizon",
+        "hidden_goal_half_horizon.yaml",
         "Hidden goal, half the horizon",
         "The same study run from nothing, every procedure adapting for 16,384 env steps instead "
         "of 32,768.",
         "2026-12-07-hidden-goal-over-half-the-horizon",
     ),
     Study(
-        "hidden_rotation_small_inner16",
-        "hidden_rotation_small_inner16.yaml",
+        "hidden_rotation_adaptation",
+        "hidden_rotation_adaptation.yaml",
         "Hidden rotation",
         "FindTarget with the move command rotated by a hidden angle drawn per task over the full "
         "circle (the second control family), meta-trained on inner trainings of 16 updates.",
         "2026-12-03-hidden-rotation-meta-trained-for-16-updates",
     ),
     Study(
-        "hidden_rotation_small_inner16_horizon16k",
-        "hidden_rotation_small_inner16_horizon16k.yaml",
+        "hidden_rotation_half_horizon",
+        "hidden_rotation_half_horizon.yaml",
         "Hidden rotation, half the horizon",
         "The same study run from nothing, every procedure adapting for 16,384 env steps.",
         "2026-12-07-hidden-rotation-over-half-the-horizon",
     ),
     Study(
-        "study",
-        "study.yaml",
+        "default_distribution",
+        "default_distribution.yaml",
         "The default distribution (negative control)",
         "Visible targets and motor rotations within ±60°: one reactive policy serves the "
         "training tasks; is there anything left for meta-learning?",
@@ -197,10 +197,23 @@ def _overrides(config: DictConfig) -> dict[str, str]:
 
 
 def commit_of(folder: Path) -> str:
-    """The last commit that wrote the study's figures, or 'not recorded' outside a checkout."""
+    """The last commit that wrote the study's figures, or 'not recorded' outside a checkout.
+
+    Followed across renames, which are not writes (`--diff-filter=AM`): a study folder renamed
+    keeps the commit its figures came from."""
     try:
         done = subprocess.run(
-            ["git", "log", "-1", "--format=%h %ad", "--date=short", "--", "steps_to_80.csv"],
+            [
+                "git",
+                "log",
+                "-1",
+                "--follow",
+                "--diff-filter=AM",
+                "--format=%h %ad",
+                "--date=short",
+                "--",
+                "steps_to_80.csv",
+            ],
             cwd=folder,
             capture_output=True,
             text=True,
@@ -534,7 +547,7 @@ def readme_table() -> str:
                 None,
             )
             better = "—" if joint is None else (_probability(joint))
-            name = study.title + (f", {family}" if study.folder == "study" else "")
+            name = study.title + (f", {family}" if study.folder == "default_distribution" else "")
             anchor = slug(study.title)
             lines.append(
                 f"| [{name}](docs/results.md#{anchor}) | "

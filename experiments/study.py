@@ -1,4 +1,4 @@
-"""`python experiments/study.py [--smoke] [--config study.yaml]`: meta-train seeds, then meta-eval.
+"""`python experiments/study.py [--smoke] [--config FILE]`: meta-train seeds, then meta-eval.
 
 The meta-training seeds, and those of the other meta-learners the study lists under `others`
 (e.g. `fomaml: [meta.algorithm=fomaml]`), train side by side, at most `workers` processes at
@@ -154,7 +154,7 @@ def describe(
 def main() -> None:
     """Train the seeds not trained yet, evaluate them together, copy the results."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", type=Path, default=HERE / "study.yaml")
+    parser.add_argument("--config", type=Path, default=HERE / "default_distribution.yaml")
     parser.add_argument("--smoke", action="store_true", help="the same pipeline, tiny")
     options = parser.parse_args()
     study = load_study(options.config)

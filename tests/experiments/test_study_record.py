@@ -56,15 +56,15 @@ def test_a_variants_override_replaces_the_one_of_its_key_and_adds_the_others():
 
 @pytest.mark.parametrize(
     "variant",
-    ["hidden_goal_small_inner16_stratified_horizon16k", "hidden_rotation_small_inner16_horizon16k"],
+    ["hidden_goal_half_horizon", "hidden_rotation_half_horizon"],
 )
 def test_a_variant_resolves_to_the_configuration_its_committed_study_ran(variant: str):
     study = experiment("study").load_study(ROOT / "experiments" / f"{variant}.yaml")
     record = json.loads((ROOT / "experiments" / variant / "study.json").read_text())
     assert (list(study.train), list(study.eval)) == (record["train"], record["eval"])
     assert (study.run_id, study.copy_to, study.smoke.run_id) == (
+        record["run_id"],
         variant,
-        variant,
-        f"{variant}_smoke",
+        f"{record['run_id']}_smoke",
     )
     assert not study.get("eval_id") and not study.smoke.get("eval_id")
