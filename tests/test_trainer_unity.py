@@ -56,7 +56,7 @@ def test_a_killed_build_is_restarted_and_the_meta_step_retried(
     try:
         trainer.meta_step_once(0)
         theta = {k: v.clone() for k, v in trainer.theta.items()}
-        ((_, build_pid),) = trainer.plan.pool._builds["FindTarget"].pids
+        ((_, build_pid),) = trainer.plan.pool._builds["FindTarget", 0].pids
         os.kill(build_pid, signal.SIGKILL)
         with caplog.at_level(logging.WARNING):
             trainer.meta_step_once(1)
@@ -82,7 +82,7 @@ def test_repeated_crashes_end_with_a_clear_error(
     trainer = MetaTrainer(plan_training(cfg, "e"), "{}", {})
     try:
         trainer.meta_step_once(0)
-        ((_, build_pid),) = trainer.plan.pool._builds["FindTarget"].pids
+        ((_, build_pid),) = trainer.plan.pool._builds["FindTarget", 0].pids
         os.kill(build_pid, signal.SIGKILL)
         with pytest.raises(RuntimeError, match="max_restarts"):
             trainer.meta_step_once(1)

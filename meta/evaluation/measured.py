@@ -69,8 +69,11 @@ def measured_together(
         if not envs.family(job.task.task.family).adversarial
         for budget in sorted(result.snapshots)
     ]
-    if len(members) < 2 or pool.cfg.backend != "native":
-        return [measured(pool, job, r) for job, r in zip(jobs, results, strict=True)]
+    if len(members) < 2 or pool.cfg.backend != "native":  # member i on its own builds
+        return [
+            measured(pool.for_member(i), job, r)
+            for i, (job, r) in enumerate(zip(jobs, results, strict=True))
+        ]
     setting, ev = jobs[0].setting, jobs[0].setting.eval
     families: dict[str, list[tuple[int, int]]] = {}
     for i, budget in members:
@@ -99,7 +102,7 @@ def measured_together(
     out = []
     for i, (job, result) in enumerate(zip(jobs, results, strict=True)):
         if envs.family(job.task.task.family).adversarial:
-            out.append(measured(pool, job, result))
+            out.append(measured(pool.for_member(i), job, result))
             continue
         budgets = sorted(result.snapshots)
         out.append([_row(job, result, b, scores[i, b]) for b in budgets])

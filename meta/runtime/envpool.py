@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -26,6 +27,7 @@ class EnvPool:
         """Where builds write their -logFile (the run's run_logs once the run exists)."""
         self._builds: dict[tuple[str, int], Any] = {}
         self._claim = claim
+        self._member = 0
 
     @classmethod
     def claiming(cls, cfg: EnvConfig) -> EnvPool:
@@ -34,6 +36,12 @@ class EnvPool:
         if cfg.backend == "native":
             return cls(cfg)
         return cls(cfg, *claim(cfg.base_port))
+
+    def for_member(self, member: int) -> EnvPool:
+        """This pool as stack member `member` uses it: the same builds, its own by default."""
+        view = copy.copy(self)
+        view._member = member
+        return view
 
     @property
     def span(self) -> int:
@@ -60,15 +68,17 @@ class EnvPool:
         params: dict[str, float],
         seed: int,
         num_areas: int | None = None,
-        member: int = 0,
+        member: int | None = None,
     ) -> TaskEnvironment:
         """An environment of `family` with `params`, reset at its next use; on builds, stack
-        member `member`'s build of the family (each member of a stack steps its own)."""
+        member `member`'s build of the family (each member of a stack steps its own; None:
+        the member this pool is for)."""
         areas = num_areas or self.cfg.num_areas
         if self.cfg.backend == "native":
             import envs
 
             return envs.make(family, num_areas=areas, seed=seed, **params)
+        member = self._member if member is None else member
         build = self._builds.get((family, member))
         if build is None:
             from envs.backend.unity_env import UnityEnv
@@ -94,7 +104,7 @@ class EnvPool:
         return build
 
     def concat(
-        self, tasks: Sequence[tuple[str, dict[str, float]]], seed: int, member: int = 0
+        self, tasks: Sequence[tuple[str, dict[str, float]]], seed: int, member: int | None = None
     ) -> TaskEnvironment:
         """One environment whose areas are split across several tasks (joint training)."""
         from envs.tasks.concat import ConcatEnv

@@ -73,24 +73,37 @@ def run_jobs(
 
 def train_stack(pool: EnvPool, timers: Timers, jobs: Sequence[Job[R]], compiled: bool) -> list[R]:
     """The results of training jobs that stack, trained as one stack (member i on its own
-    environment of the pool)."""
-    requests = [job.training() for job in jobs]  # type: ignore[attr-defined]
-    envs = [request_env(pool, r, member) for member, r in enumerate(requests)]
+    environment of the pool).
+
+    Jobs that finish together (meta-eval's) are self-contained: on builds, their stack runs on
+    builds of its own, each member's launched with its own seed, as each job alone would."""
+    own = pool.cfg.backend != "native" and isinstance(jobs[0], FinishedTogether)
+    where = EnvPool.claiming(pool.cfg) if own else pool
     try:
-        with timers.scope("inner_training"):
-            trained = train_requests(requests, envs, timers, compiled=compiled)
+        requests = [job.training() for job in jobs]  # type: ignore[attr-defined]
+        envs = [request_env(where, r, member) for member, r in enumerate(requests)]
+        try:
+            with timers.scope("inner_training"):
+                trained = train_requests(requests, envs, timers, compiled=compiled)
+        finally:
+            for env in envs:
+                where.release(env)
+        return finish(where, jobs, trained)
     finally:
-        for env in envs:
-            pool.release(env)
-    return finish(pool, jobs, trained)
+        if own:
+            where.close()
 
 
 def finish(pool: EnvPool, jobs: Sequence[Job[R]], trained: Sequence[TrainResult]) -> list[R]:
-    """Each job's result from its training's: at once where the jobs finish together."""
+    """Each job's result from its training's (member i's on its own environments of `pool`):
+    at once where the jobs finish together."""
     kind = type(jobs[0])
     if isinstance(jobs[0], FinishedTogether) and all(type(job) is kind for job in jobs):
         return jobs[0].finish_together(pool, jobs, trained)
-    return [job.finish(pool, r) for job, r in zip(jobs, trained, strict=True)]  # type: ignore[attr-defined]
+    return [
+        job.finish(pool.for_member(i), r)  # type: ignore[attr-defined]
+        for i, (job, r) in enumerate(zip(jobs, trained, strict=True))
+    ]
 
 
 @dataclass(frozen=True)

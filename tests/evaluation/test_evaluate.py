@@ -21,6 +21,7 @@ from meta.evaluation.episodes import policy_actor, run_episodes
 from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.statistics import Cell, iqm
 from meta.run.directory import RunError
+from meta.runtime.envpool import EnvPool
 from meta.trainer import train
 
 Factory = Callable[..., Config]
@@ -403,7 +404,8 @@ def test_runs_that_differ_in_more_than_the_seed_or_lack_weights_are_refused(
 def test_parallel_adaptation_on_builds_takes_its_own_ports_and_gives_the_sequential_results(
     tiny_config: Factory, free_ports: Callable[..., int]
 ) -> None:
-    port = free_ports(12)  # the driver's block and one block per parallel job (3 builds each)
+    span = EnvPool(tiny_config("env=unity").env).span  # worker ids (ports) of one pool
+    port = free_ports(3 * span)  # the driver's block and one per worker (slots claimed)
     unity = ("env=unity", "env.num_areas=8", f"env.base_port={port}")
     train(tiny_config("meta.steps=1", *unity), "u")
     # joint trains on native areas only: the run stands in as its own baseline
