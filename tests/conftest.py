@@ -46,7 +46,7 @@ HEAVY_UNMARKED = frozenset(
     {
         # seconds of stacked or grouped trainings and adaptations
         "test_joint_pretrainings_of_several_seeds_train_as_one_group_to_rounding",
-        "test_stacked_adaptations_give_the_sequential_rows",
+        "test_stacked_adaptations_give_the_rows_of_each_adapted_alone",
         "test_with_workers_the_joint_pretrainings_train_side_by_side_to_the_same_bits",
         "test_fomaml_runs_spends_the_query_buffer_and_resumes_bitwise",
         "test_games_are_measured_by_win_rates_against_random_and_theta",
