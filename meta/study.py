@@ -8,12 +8,17 @@ continues the study. Optuna is the `[search]` extra's, imported only here and by
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from meta.config import Config
 from meta.errors import first_line
+from meta.run.names import command
+
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]+@")
+UPGRADE = "optuna storage upgrade --storage"
 
 
 def storage_url(url: str) -> tuple[str, Path | None]:
@@ -27,8 +32,12 @@ def storage_url(url: str) -> tuple[str, Path | None]:
 
     try:
         parsed = make_url(url)
-    except ArgumentError as error:
-        raise ValueError(f"hydra.sweeper.storage: {error}") from None
+    except (ArgumentError, ValueError) as error:  # ValueError: a port that is no number
+        given = _PASSWORD.sub(r"\1***@", url)
+        raise ValueError(
+            f"hydra.sweeper.storage: cannot read {given!r} as an SQLAlchemy URL "
+            f"(dialect+driver://user:password@host/database): {first_line(error)}"
+        ) from None
     if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
         return url, None
     path = Path(parsed.database).expanduser().absolute()  # type: ignore[arg-type]
@@ -80,19 +89,31 @@ def check_study(url: str, name: str | None, directions: Sequence[str]) -> None:
 def _stored_directions(url: str, name: str | None) -> list[str] | None:
     """The directions of the study `name` in the storage at `url`, None if it has none.
 
-    SQLAlchemy opens the storage first; Optuna (seconds to import) only reads a study's.
+    SQLAlchemy opens the storage and reads its schema's version first; Optuna (seconds to
+    import) only reads a study's, from a storage of its own schema, which it then leaves as it is.
     """
     import sqlalchemy
 
+    engine = None
     try:
         engine = sqlalchemy.create_engine(url)
         tables = sqlalchemy.inspect(engine).get_table_names()
+        version = None
+        if "alembic_version" in tables:
+            with engine.connect() as connection:
+                query = sqlalchemy.text("SELECT version_num FROM alembic_version")
+                version = connection.execute(query).scalar()
     except Exception as error:  # SQLAlchemy's and the drivers' errors are many: all are the URL
         raise ValueError(
             f"hydra.sweeper.storage: cannot open {shown(url)} "
             f"({type(error).__name__}: {first_line(error)})"
         ) from None
-    engine.dispose()
+    finally:
+        if engine is not None:
+            engine.dispose()
+    if not {"studies", "alembic_version", "version_info"} & set(tables):
+        return None  # a database Optuna has not written to
+    _check_schema(url, version)
     if name is None or "studies" not in tables:
         return None
     from optuna.storages import RDBStorage
@@ -103,6 +124,28 @@ def _stored_directions(url: str, name: str | None) -> list[str] | None:
     except KeyError:
         return None
     return [d.name.lower() for d in storage.get_study_directions(study_id)]
+
+
+def _check_schema(url: str, version: str | None) -> None:
+    """Raise ValueError for a storage whose schema is not the one this Optuna writes."""
+    import optuna
+
+    reference = optuna.storages.RDBStorage("sqlite:///:memory:")
+    head, known = reference.get_head_version(), reference.get_all_versions()
+    if version == head:
+        return
+    where = shown(url)
+    if version is None or version in known:
+        password = " (your password in place of ***)" if "***" in where else ""
+        raise ValueError(
+            f"hydra.sweeper.storage: {where} holds studies of an older Optuna (schema "
+            f"{version or 'before alembic'}; Optuna {optuna.__version__} reads {head}) and was "
+            f"left as it is; upgrade it with: {command(*UPGRADE.split(), where)}{password}"
+        )
+    raise ValueError(
+        f"hydra.sweeper.storage: {where} holds studies of a newer Optuna (schema {version}, "
+        f"unknown to Optuna {optuna.__version__}) and was left as it is; install that Optuna"
+    )
 
 
 def open_storage(url: str, name: str | None, directions: Sequence[str]) -> str:

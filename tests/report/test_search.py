@@ -201,7 +201,7 @@ def test_an_interrupted_search_fails_its_trial_and_the_same_command_continues_it
     [
         ("sqlite:///not_a_database", "cannot open sqlite:///"),
         ("postgresql://user:secret@localhost:1/db", "cannot open postgresql://user:***@"),
-        ("nonsense", "Could not parse SQLAlchemy URL from string 'nonsense'"),
+        ("nonsense", "cannot read 'nonsense' as an SQLAlchemy URL"),
         ("sqlite:///search/optuna.db", "the study stored in sqlite:///"),
     ],
 )
