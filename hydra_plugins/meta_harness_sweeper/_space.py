@@ -3,7 +3,7 @@
 As Hydra's Optuna sweeper read it: `choice(a, b)` (or `a,b`) is categorical; `interval(lo, hi)`
 uniform over floats, `int(interval(lo, hi))` over integers, `tag(log, ...)` on a log scale;
 `range(lo, hi, step)` Optuna's stepped interval with `hi` included (`shuffle(range(...))`: a
-choice of the range's values); a plain value is fixed for every trial.
+choice of the range's values, in order); a plain value is fixed for every trial.
 """
 
 from __future__ import annotations
@@ -29,9 +29,6 @@ from optuna.distributions import (
 )
 
 from meta.errors import first_line
-
-PLAIN = (bool, int, float, str)
-"""The types of a choice's options (or None), as Optuna stores them."""
 
 
 @dataclass(frozen=True)
@@ -104,11 +101,11 @@ def _distribution(override: Override) -> BaseDistribution | str:
     sweep = override.value()
     if isinstance(sweep, ChoiceSweep) or (isinstance(sweep, RangeSweep) and sweep.shuffle):
         choices = list(override.sweep_iterator(transformer=Transformer.encode))
+        if isinstance(sweep, RangeSweep):  # a sampler's choices in order, whatever the shuffle
+            choices.sort()
         if not choices:
             raise ValueError("a choice with no options")
-        if not all(isinstance(c, PLAIN) or c is None for c in choices):
-            raise ValueError("a choice's options are numbers, strings, booleans or null")
-        return CategoricalDistribution(choices)  # type: ignore[arg-type]
+        return CategoricalDistribution(choices)  # type: ignore[arg-type]  # lists come as strings
     if isinstance(sweep, RangeSweep):
         low, high, step = sweep.start, sweep.stop, sweep.step
         _ordered(low, high, "range")
