@@ -8,16 +8,18 @@ continues the study. Optuna is the `[search]` extra's, imported only here and by
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meta.config import Config
-from meta.errors import first_line
+from meta.errors import first_line, without_passwords
 from meta.run.names import command
 
-_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]+@")
+if TYPE_CHECKING:
+    import optuna
+
 UPGRADE = "optuna storage upgrade --storage"
 
 
@@ -33,7 +35,7 @@ def storage_url(url: str) -> tuple[str, Path | None]:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as error:  # ValueError: a port that is no number
-        given = _PASSWORD.sub(r"\1***@", url)
+        given = without_passwords(url)
         raise ValueError(
             f"hydra.sweeper.storage: cannot read {given!r} as an SQLAlchemy URL "
             f"(dialect+driver://user:password@host/database): {first_line(error)}"
@@ -111,14 +113,13 @@ def _stored_directions(url: str, name: str | None) -> list[str] | None:
     finally:
         if engine is not None:
             engine.dispose()
-    if not {"studies", "alembic_version", "version_info"} & set(tables):
-        return None  # a database Optuna has not written to
     _check_schema(url, version)
     if name is None or "studies" not in tables:
         return None
-    from optuna.storages import RDBStorage
-
-    storage = RDBStorage(url)
+    try:
+        storage = rdb_storage(url)
+    except RuntimeError as error:  # Optuna's own check of a schema it cannot read
+        raise ValueError(f"hydra.sweeper.storage: {shown(url)}: {first_line(error)}") from None
     try:
         study_id = storage.get_study_id_from_name(name)
     except KeyError:
@@ -127,19 +128,22 @@ def _stored_directions(url: str, name: str | None) -> list[str] | None:
 
 
 def _check_schema(url: str, version: str | None) -> None:
-    """Raise ValueError for a storage whose schema is not the one this Optuna writes."""
+    """Raise ValueError for a storage whose schema is not the one this Optuna writes.
+
+    No version: a database Optuna has not written to, or is writing to at this moment.
+    """
     import optuna
 
     reference = optuna.storages.RDBStorage("sqlite:///:memory:")
     head, known = reference.get_head_version(), reference.get_all_versions()
-    if version == head:
+    if version is None or version == head:
         return
     where = shown(url)
-    if version is None or version in known:
+    if version in known:
         password = " (your password in place of ***)" if "***" in where else ""
         raise ValueError(
             f"hydra.sweeper.storage: {where} holds studies of an older Optuna (schema "
-            f"{version or 'before alembic'}; Optuna {optuna.__version__} reads {head}) and was "
+            f"{version}; Optuna {optuna.__version__} reads {head}) and was "
             f"left as it is; upgrade it with: {command(*UPGRADE.split(), where)}{password}"
         )
     raise ValueError(
@@ -152,3 +156,21 @@ def open_storage(url: str, name: str | None, directions: Sequence[str]) -> str:
     """The checked, absolute URL of the study's storage, its SQLite folder created."""
     check_study(url, name, directions)
     return storage_url(url)[0]
+
+
+def rdb_storage(url: str, attempts: int = 5) -> optuna.storages.RDBStorage:
+    """Optuna's storage at the checked `url`, its tables made if new.
+
+    Two searches that open a new database at once both create its tables, and on PostgreSQL
+    the second then fails on a table or type the first has just made: it tries again, and
+    finds them.
+    """
+    import optuna
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(1, attempts):
+        try:
+            return optuna.storages.RDBStorage(url)
+        except (IntegrityError, ProgrammingError):
+            time.sleep(0.1 * attempt)
+    return optuna.storages.RDBStorage(url)

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import optuna
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn
@@ -31,7 +32,7 @@ from meta.cli import CONFIG_DIR, fail
 from meta.errors import first_line, one_line
 from meta.run.atomic import atomic_write_text
 from meta.run.signals import close_on_exit, exit_at_once
-from meta.study import directions_of, open_storage, shown
+from meta.study import directions_of, open_storage, rdb_storage, shown
 from meta.usage import config_keys, did_you_mean
 
 from ._space import SearchSpace, search_space
@@ -144,7 +145,7 @@ class StudySweeperImpl:
         else:
             url = open_storage(str(self.storage), self.study_name, self.directions)
             self.where = shown(url)
-            storage = optuna.storages.RDBStorage(url)  # one engine for every batch
+            storage = rdb_storage(url)  # one engine for every batch
         study = optuna.create_study(
             study_name=self.study_name,
             storage=storage,
@@ -152,14 +153,14 @@ class StudySweeperImpl:
             sampler=sampler,
             load_if_exists=True,
         )
-        if study.trials:  # the seed's stream again would propose the first trials again
+        if study.trials:
             study.sampler = self._sampler(space, len(study.trials))
         return study
 
-    def _sampler(self, space: SearchSpace, offset: int) -> optuna.samplers.BaseSampler:
-        """The configured sampler, its seed moved on by `offset`."""
+    def _sampler(self, space: SearchSpace, trials: int) -> optuna.samplers.BaseSampler:
+        """The configured sampler, seeded from its seed and the `trials` the study holds."""
         seed = self.sampler_config.get("seed")
-        given = {} if seed is None else {"seed": int(seed) + offset}
+        given = {} if seed is None else {"seed": continued_seed(int(seed), trials)}
         try:
             sampler = instantiate(self.sampler_config, **given)
             if isinstance(sampler, functools.partial):  # the grid, which takes the space
@@ -245,6 +246,17 @@ class StudySweeperImpl:
                     f"{trial.study.study_name} (the same command continues the study)"
                 )
         self.asked = []
+
+
+def continued_seed(seed: int, trials: int) -> int:
+    """The sampler's seed on a study holding `trials` trials: `seed` on a new one.
+
+    Its stream again would propose the first trials again, run ids included; and launchers
+    given seeds 0 and 1 must not meet on one seed when they join the study one trial apart.
+    """
+    if trials == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, trials]).generate_state(1)[0])
 
 
 def _suggest(trial: Trial, key: str, distribution: BaseDistribution) -> None:
