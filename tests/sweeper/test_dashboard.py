@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from commandline import run_main
+from processes import wait_until
 
 optuna = pytest.importorskip("optuna")
 
@@ -30,6 +32,15 @@ SEARCH = [
     "results_dir=search",
 ]
 """A real search of the committed space, two trials of one meta-step each."""
+
+
+def answers(port: int) -> bool:
+    """Whether a server accepts connections on the port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return False
+    return True
 
 
 def get(port: int, path: str) -> Any:
@@ -52,21 +63,18 @@ def test_the_dashboard_shows_the_trials_a_search_stored(
     port = free_ports(1)
     dashboard = Path(sys.executable).parent / "optuna-dashboard"
     command = [str(dashboard), "sqlite:///search/optuna.db", "--port", str(port)]  # the manual's
-    server = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-    try:
-        assert server.stderr is not None
-        for line in server.stderr:  # it says when it listens
-            if line.startswith("Listening on"):
-                break
-        else:
-            pytest.fail(f"optuna-dashboard ended with {server.wait()} before listening")
-        (summary,) = get(port, "/api/studies")["study_summaries"]
-        assert summary["study_name"] == "reptile_optuna"
-        assert summary["directions"] == ["maximize"]
-        study = get(port, f"/api/studies/{summary['study_id']}?after=0")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with (tmp_path / "dashboard.log").open("w") as log:
+        server = subprocess.Popen(command, cwd=tmp_path, stderr=log, text=True)
+        try:
+            # it says "Listening" before it binds the port: the event is the port answering
+            wait_until(lambda: answers(port), server)
+            (summary,) = get(port, "/api/studies")["study_summaries"]
+            assert summary["study_name"] == "reptile_optuna"
+            assert summary["directions"] == ["maximize"]
+            study = get(port, f"/api/studies/{summary['study_id']}?after=0")
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
     shown = {
         trial["number"]: (
             trial["state"],
