@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+_PASSWORD = re.compile(r"(://[^:/@\s'\"]*:)[^\s'\"]*@")
+
 
 def _line(error: BaseException) -> str:
     text = str(error).strip()
@@ -23,3 +27,8 @@ def one_line(error: BaseException) -> str:
             text = f"{text} ({first})"
         cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
     return text
+
+
+def without_passwords(text: str) -> str:
+    """`text` with the password of every URL in it (`scheme://user:password@...`) as `***`."""
+    return _PASSWORD.sub(r"\1***@", text)

@@ -8,12 +8,19 @@ continues the study. Optuna is the `[search]` extra's, imported only here and by
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meta.config import Config
-from meta.errors import first_line
+from meta.errors import first_line, without_passwords
+from meta.run.names import command
+
+if TYPE_CHECKING:
+    import optuna
+
+UPGRADE = "optuna storage upgrade --storage"
 
 
 def storage_url(url: str) -> tuple[str, Path | None]:
@@ -27,8 +34,12 @@ def storage_url(url: str) -> tuple[str, Path | None]:
 
     try:
         parsed = make_url(url)
-    except ArgumentError as error:
-        raise ValueError(f"hydra.sweeper.storage: {error}") from None
+    except (ArgumentError, ValueError) as error:  # ValueError: a port that is no number
+        given = without_passwords(url)
+        raise ValueError(
+            f"hydra.sweeper.storage: cannot read {given!r} as an SQLAlchemy URL "
+            f"(dialect+driver://user:password@host/database): {first_line(error)}"
+        ) from None
     if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
         return url, None
     path = Path(parsed.database).expanduser().absolute()  # type: ignore[arg-type]
@@ -80,24 +91,35 @@ def check_study(url: str, name: str | None, directions: Sequence[str]) -> None:
 def _stored_directions(url: str, name: str | None) -> list[str] | None:
     """The directions of the study `name` in the storage at `url`, None if it has none.
 
-    SQLAlchemy opens the storage first; Optuna (seconds to import) only reads a study's.
+    SQLAlchemy opens the storage and reads its schema's version first; Optuna (seconds to
+    import) only reads a study's, from a storage of its own schema, which it then leaves as it is.
     """
     import sqlalchemy
 
+    engine = None
     try:
         engine = sqlalchemy.create_engine(url)
         tables = sqlalchemy.inspect(engine).get_table_names()
+        version = None
+        if "alembic_version" in tables:
+            with engine.connect() as connection:
+                query = sqlalchemy.text("SELECT version_num FROM alembic_version")
+                version = connection.execute(query).scalar()
     except Exception as error:  # SQLAlchemy's and the drivers' errors are many: all are the URL
         raise ValueError(
             f"hydra.sweeper.storage: cannot open {shown(url)} "
             f"({type(error).__name__}: {first_line(error)})"
         ) from None
-    engine.dispose()
+    finally:
+        if engine is not None:
+            engine.dispose()
+    _check_schema(url, version)
     if name is None or "studies" not in tables:
         return None
-    from optuna.storages import RDBStorage
-
-    storage = RDBStorage(url)
+    try:
+        storage = rdb_storage(url)
+    except RuntimeError as error:  # Optuna's own check of a schema it cannot read
+        raise ValueError(f"hydra.sweeper.storage: {shown(url)}: {first_line(error)}") from None
     try:
         study_id = storage.get_study_id_from_name(name)
     except KeyError:
@@ -105,7 +127,50 @@ def _stored_directions(url: str, name: str | None) -> list[str] | None:
     return [d.name.lower() for d in storage.get_study_directions(study_id)]
 
 
+def _check_schema(url: str, version: str | None) -> None:
+    """Raise ValueError for a storage whose schema is not the one this Optuna writes.
+
+    No version: a database Optuna has not written to, or is writing to at this moment.
+    """
+    import optuna
+
+    reference = optuna.storages.RDBStorage("sqlite:///:memory:")
+    head, known = reference.get_head_version(), reference.get_all_versions()
+    if version is None or version == head:
+        return
+    where = shown(url)
+    if version in known:
+        password = " (your password in place of ***)" if "***" in where else ""
+        raise ValueError(
+            f"hydra.sweeper.storage: {where} holds studies of an older Optuna (schema "
+            f"{version}; Optuna {optuna.__version__} reads {head}) and was "
+            f"left as it is; upgrade it with: {command(*UPGRADE.split(), where)}{password}"
+        )
+    raise ValueError(
+        f"hydra.sweeper.storage: {where} holds studies of a newer Optuna (schema {version}, "
+        f"unknown to Optuna {optuna.__version__}) and was left as it is; install that Optuna"
+    )
+
+
 def open_storage(url: str, name: str | None, directions: Sequence[str]) -> str:
     """The checked, absolute URL of the study's storage, its SQLite folder created."""
     check_study(url, name, directions)
     return storage_url(url)[0]
+
+
+def rdb_storage(url: str, attempts: int = 5) -> optuna.storages.RDBStorage:
+    """Optuna's storage at the checked `url`, its tables made if new.
+
+    Two searches that open a new database at once both create its tables, and on PostgreSQL
+    the second then fails on a table or type the first has just made: it tries again, and
+    finds them.
+    """
+    import optuna
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(1, attempts):
+        try:
+            return optuna.storages.RDBStorage(url)
+        except (IntegrityError, ProgrammingError):
+            time.sleep(0.1 * attempt)
+    return optuna.storages.RDBStorage(url)

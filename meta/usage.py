@@ -93,11 +93,16 @@ def _groups(config_dir: str) -> str:
     return "".join(f"{g}: {', '.join(_options(config_dir, g))}\n" for g in groups)
 
 
-def did_you_mean(error: BaseException, config_dir: str) -> str:
-    """ "; did you mean <key>?" for an unknown key or group option in a Hydra error, else ""."""
+def did_you_mean(error: BaseException, config_dir: str, keys: list[str] | None = None) -> str:
+    """ "; did you mean <key>?" for an unknown key or group option in a Hydra error, else "".
+
+    The keys are the default configuration's unless given (inside a running Hydra app, where
+    the configuration cannot be composed again: `config_keys` of the app's).
+    """
     text = f"{error} {error.__cause__ or ''}"
     if match := _KEY.search(text):
-        nearest = nearest_key(match.group(1).lstrip("+~"), valid_keys(config_dir))
+        known = valid_keys(config_dir) if keys is None else keys
+        nearest = nearest_key(match.group(1).lstrip("+~"), known)
         return f"; did you mean {nearest}?" if nearest else ""
     if match := _GROUP.search(text):
         group, option = match.groups()
@@ -125,6 +130,11 @@ def valid_keys(config_dir: str) -> list[str]:
     with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
         cfg = compose(config_name="config")
     return _flatten(cfg, "")
+
+
+def config_keys(cfg: DictConfig) -> list[str]:
+    """Every key of a composed configuration but Hydra's own, dotted, sections included."""
+    return [key for key in _flatten(cfg, "") if key.split(".")[0] != "hydra"]
 
 
 def _flatten(node: Any, prefix: str) -> list[str]:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from mlagents_envs.timers import TimerStack, get_timer_tree, hierarchical_timer
 
+from meta.errors import without_passwords
 from meta.run.atomic import StrPath, atomic_write_text
 
 
@@ -25,6 +26,8 @@ class RunTimers:
 
     def __init__(self) -> None:
         self.stack = TimerStack()
+        command = self.stack.metadata["command_line_arguments"]  # a storage URL's password too
+        self.stack.add_metadata("command_line_arguments", without_passwords(command))
         # the versions ML-Agents' trainer adds to the library's own metadata
         self.stack.add_metadata("mlagents_envs_version", mlagents_envs.__version__)
         self.stack.add_metadata("pytorch_version", torch.__version__)

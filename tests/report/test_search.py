@@ -6,10 +6,12 @@ failed and the same command continues it.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -201,7 +203,7 @@ def test_an_interrupted_search_fails_its_trial_and_the_same_command_continues_it
     [
         ("sqlite:///not_a_database", "cannot open sqlite:///"),
         ("postgresql://user:secret@localhost:1/db", "cannot open postgresql://user:***@"),
-        ("nonsense", "Could not parse SQLAlchemy URL from string 'nonsense'"),
+        ("nonsense", "cannot read 'nonsense' as an SQLAlchemy URL"),
         ("sqlite:///search/optuna.db", "the study stored in sqlite:///"),
     ],
 )
@@ -221,3 +223,104 @@ def test_a_storage_that_cannot_serve_the_search_stops_it_before_training(
     assert "secret" not in done.stderr
     assert sorted(p.name for p in (tmp_path / "search").iterdir()) == ["optuna.db"]
     assert len(other.trials) == 0 and other.direction.name == "MINIMIZE"
+
+
+TYPO = """# @package _global_
+defaults:
+  - reptile_optuna
+  - _self_
+hydra:
+  sweeper:
+    params:
+      meta.outr_lr: interval(0.1, 0.5)
+"""
+"""A search whose space names a key the configuration does not have."""
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            ["hparams_search=typo"],
+            "hydra.sweeper.params: Could not override 'meta.outr_lr'. (Key 'outr_lr' not in "
+            "'MetaConfig'); did you mean meta.outer_lr?",
+        ),
+        (
+            ["hydra.sweeper.params={meta.outer_lr:'interval(1.0,0.5)'}"],
+            "hydra.sweeper.params.meta.outer_lr: meta.outer_lr=interval(1.0,0.5): the interval's "
+            "low 1.0 is above its high 0.5",
+        ),
+        (
+            ["hydra.sweeper.params={meta.meta_batch_size:'choice()'}"],
+            "hydra.sweeper.params.meta.meta_batch_size: meta.meta_batch_size=choice(): ",
+        ),
+        (
+            ["hydra.sweeper.params={ppo.max_steps:'choice(2048,many)'}"],
+            "hydra.sweeper.params: Error merging override ppo.max_steps=many",
+        ),
+        # with a flag of Hydra's, meta-train leaves its checks before Hydra to the sweeper
+        (["--config-dir", "hydra.sweeper.direction=minimize"], "the study stored in"),
+        (["--config-dir", "hydra.sweeper.storage=sqlite:///search"], "cannot open sqlite"),
+    ],
+)
+def test_a_search_that_cannot_run_stops_before_any_trial_and_leaves_its_study(
+    tmp_path: Path, given: list[str], message: str
+) -> None:
+    (tmp_path / "conf" / "hparams_search").mkdir(parents=True)
+    (tmp_path / "conf" / "hparams_search" / "typo.yaml").write_text(TYPO)
+    db = tmp_path / "search" / "optuna.db"
+    db.parent.mkdir()
+    study = optuna.create_study(
+        study_name="reptile_optuna", storage=f"sqlite:///{db}", direction="maximize"
+    )
+    study.enqueue_trial({"meta.outer_lr": 0.5})
+    before = db.read_bytes()
+    search = [*SEARCH, *SMALL_EVAL, "results_dir=search", *given]
+    if "--config-dir" in search or "hparams_search=typo" in search:  # Hydra's flags first
+        search = [a for a in search if a != "--config-dir"]
+        search = ["--config-dir", str(tmp_path / "conf"), *search]
+    done = run_main("meta-train", *search, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "meta-train" in line]
+    assert len(errors) == 1 and message in errors[0] and "Traceback" not in done.stderr
+    assert "trial" not in done.stdout
+    assert sorted(p.name for p in db.parent.iterdir()) == ["optuna.db"]
+    assert db.read_bytes() == before
+
+
+OLD_STUDY = Path(__file__).resolve().parents[1] / "data" / "optuna_2_10_study.sql"
+"""A study as optuna 2.10 stored it, its schema and two trials (the SQL that made it)."""
+
+
+def old_study(path: Path) -> Path:
+    """An SQLite file holding OLD_STUDY."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        connection.executescript(OLD_STUDY.read_text())
+    return path
+
+
+def test_a_study_of_optuna_2_is_refused_with_the_command_that_upgrades_it(tmp_path: Path) -> None:
+    db = old_study(tmp_path / "search" / "optuna.db")
+    before = db.read_bytes()
+    done = run_main("meta-train", *SEARCH, *SMALL_EVAL, "results_dir=search", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "meta-train" in line]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "holds studies of an older Optuna (schema v2.6.0.a" in errors[0]
+    assert errors[0].endswith(f"upgrade it with: optuna storage upgrade --storage sqlite:///{db}")
+    assert db.read_bytes() == before
+
+
+@pytest.mark.heavy
+@pytest.mark.integration  # optuna's own command line upgrades the study
+def test_an_upgraded_study_of_optuna_2_is_continued_with_its_trials(tmp_path: Path) -> None:
+    db = old_study(tmp_path / "search" / "optuna.db")
+    optuna_cli = Path(sys.executable).parent / "optuna"
+    upgrade = [str(optuna_cli), "storage", "upgrade", "--storage", f"sqlite:///{db}"]
+    subprocess.run(upgrade, check=True, capture_output=True, timeout=120)
+    given = ["results_dir=search", "hydra.sweeper.n_trials=3", "meta.steps=1"]
+    done = run_main("meta-train", *SEARCH, *SMALL_EVAL, *given, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "2 of 3 trials finished (2 in all)" in done.stdout
+    assert trial_states(tmp_path / "search") == ["COMPLETE"] * 3
