@@ -9,11 +9,13 @@ from __future__ import annotations
 import csv
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,27 @@ def postgres() -> Iterator[str]:
         shutil.rmtree(data, ignore_errors=True)
 
 
+def _trials_once(url: str, enough: Callable[[int], bool], search: subprocess.Popen[str]) -> int:
+    """The number of the study's trials once `enough` holds of it (polled, read with SQL alone so
+    as not to create Optuna's tables beside the search; the search must still be running)."""
+    engine = sqlalchemy.create_engine(url)
+    try:
+        for _ in range(3000):  # a bound for a search that hangs, not a race: each poll waits
+            try:
+                with engine.connect() as connection:
+                    rows = connection.execute(sqlalchemy.text("SELECT count(*) FROM trials"))
+                    count = int(rows.scalar_one())
+            except sqlalchemy.exc.ProgrammingError:  # no tables yet
+                count = 0
+            if enough(count):
+                return count
+            assert search.poll() is None, search.communicate()
+            time.sleep(0.2)
+    finally:
+        engine.dispose()
+    raise AssertionError(f"the study did not reach the trials waited for ({count})")
+
+
 def trials_run(stdout: str) -> list[int]:
     """The numbers of the trials a search printed it started."""
     return [
@@ -80,24 +103,31 @@ def trials_run(stdout: str) -> list[int]:
 def test_two_searches_share_a_study_on_postgresql(tmp_path: Path, postgres: str) -> None:
     env = {**os.environ, "WANDB_MODE": "offline"}
     env.pop("FORCE_COLOR", None)
-    searches = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "meta",
-                *SEARCH,
-                f"hydra.sweeper.storage='{postgres}'",  # quoted: its query holds a '='
-                f"hydra.sweeper.sampler.seed={seed}",
-            ],
+
+    def search(seed: int) -> subprocess.Popen[str]:
+        command = [sys.executable, "-m", "meta", *SEARCH, f"hydra.sweeper.sampler.seed={seed}"]
+        command.append(f"hydra.sweeper.storage='{postgres}'")  # quoted: its query holds a '='
+        return subprocess.Popen(
+            command,
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            start_new_session=True,  # its process group: stopped and continued as one
         )
-        for seed in (0, 1)
-    ]
+
+    # the first search is held once it has begun a trial, until the second has begun one too:
+    # both then run trials of the study at once, whichever of them starts faster
+    first = search(0)
+    begun = _trials_once(postgres, lambda n: n > 0, first)
+    os.killpg(first.pid, signal.SIGSTOP)
+    second = search(1)
+    try:
+        _trials_once(postgres, lambda n: n > begun, second)
+    finally:
+        os.killpg(first.pid, signal.SIGCONT)
+    searches = [first, second]
     outputs = [search.communicate(timeout=600) for search in searches]
     for search, (stdout, _) in zip(searches, outputs, strict=True):
         assert search.returncode == 0, "\n\n".join(o + e for o, e in outputs)
