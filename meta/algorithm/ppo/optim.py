@@ -33,6 +33,7 @@ def state_dict(
     state: dict[int, dict[str, torch.Tensor]] | None = None,
 ) -> OptimizerState:
     """torch.optim.Adam's (`kind` "adam") or SGD's state_dict over `count` parameters."""
+    group: dict[str, Any]
     if kind == "sgd":
         group = {"lr": lr, "momentum": 0, "dampening": 0, "weight_decay": 0, "nesterov": False}
         group |= {"maximize": False, "foreach": None, "differentiable": False, "fused": None}
