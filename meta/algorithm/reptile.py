@@ -59,6 +59,10 @@ class Task:
     family: str
     params: dict[str, float]
 
+    def with_params(self, params: Mapping[str, float]) -> Task:
+        """The task with some parameters set (the curriculum's of a meta-step)."""
+        return Task(self.family, {**self.params, **params})
+
     def params_json(self) -> str:
         """Parameters as a compact JSON object (one CSV cell)."""
         return json.dumps(self.params, sort_keys=True, separators=(",", ":"))
