@@ -1,9 +1,9 @@
-"""Rollout collection through the ML-Agents BaseEnv API, batched over all agents."""
+"""Rollout collection, batched over all agents of k members' environments (one for a Collector)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -11,7 +11,11 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import ActionTuple
 
+from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
+from envs.tasks.adapter import ActionError, TaskEnv
+from envs.tasks.core import ACTION_SIZE
+from envs.tasks.stack import CoreStack, parts, stackable_envs
 from meta.algorithm.ppo.policy import FrozenPolicy
 from meta.runtime.threads import torch_threads
 
@@ -29,7 +33,10 @@ ValueFn = Callable[[torch.Tensor], torch.Tensor]
 """V(s) of a batch of observations, (batch,)."""
 Acted = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """A policy's (action, log-prob, value) for one step of every agent."""
+Act = Callable[[torch.Tensor], Acted]
+"""Every member's (actions, log-probs, values) (k, n, ...) for their observations (k, n, obs)."""
 
+AGENT_COUNTS = "stacked trainings need the same number of agents in every environment"
 SERIAL_BATCH = 256
 """Collections of up to this many agents run on one torch thread: a second gains nothing at 64
 (meta-bench, phases) and costs dearly when another process holds the other core."""
@@ -54,6 +61,12 @@ class NullTimers:
     def scope(self, name: str) -> contextlib.AbstractContextManager[Any]:
         """A no-op context."""
         return contextlib.nullcontext()
+
+
+Pieces = list[tuple[int, np.ndarray, np.ndarray]]
+"""Trajectories cut before their end: (step, rows, the observation to bootstrap from)."""
+Cut = tuple[int, np.ndarray, np.ndarray, np.ndarray]
+"""Episodes of a step ended before their end: (step, members, agents, final observations)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,282 @@ class EpisodeLog:
     lengths: list[int] = field(default_factory=list)
 
 
+class Collection:
+    """k members' environments stepped together, one act for all at each step.
+
+    Built-in tasks of several members (`merge`) step as one core per family over all their
+    areas (envs.tasks.stack), a member of several tasks side by side (a joint chunk's
+    ConcatEnv) each in its family's core; any other environment steps alone through the
+    BaseEnv API, one behavior whose agents all decide every step. Returns, lengths, trajectory
+    cuts and buffers are arrays over (member, agent); each member's buffer, episode log and
+    stats come out as its environment stepped alone gives them, bit for bit.
+    """
+
+    def __init__(
+        self,
+        envs: Sequence[AgentEnvironment],
+        time_horizon: int,
+        timers: Timers,
+        device: torch.device,
+        merge: bool = True,
+        behavior: str = BEHAVIOR_NAME,
+    ) -> None:
+        members = [parts(env) or [] for env in envs]  # each member's tasks, side by side
+        groups: list[Cores | Agents] = []
+        if merge and len(envs) > 1 and stackable_envs(envs):
+            for env in envs:
+                env.reset()
+            families: dict[type, list[tuple[int, int]]] = {}
+            for i, tasks in enumerate(members):
+                for j, task in enumerate(tasks):
+                    families.setdefault(type(task.core), []).append((i, j))
+            width, n = members[0][0].num_areas, len(members[0]) * members[0][0].num_areas
+            groups += [Cores(slots, members, width, len(envs), n) for slots in families.values()]
+        else:
+            groups += [Agents(i, env, behavior) for i, env in enumerate(envs)]
+            if len({len(group.first) for group in groups}) > 1:
+                raise ValueError(AGENT_COUNTS)
+        self.groups = groups
+        first = [g.observe() for g in groups]
+        self.k, self.n = len(envs), sum(len(o) for o in first) // len(envs)
+        self.obs = np.empty((self.k, self.n, first[0].shape[-1]), np.float32)
+        for group, obs in zip(groups, first, strict=True):
+            group.place(self.obs, obs)
+        self.time_horizon, self.timers, self.device = time_horizon, timers, device
+        shape = (self.k, self.n)
+        self.episode_return = np.zeros(shape, np.float64)
+        self.episode_length = np.zeros(shape, np.int64)
+        self.trajectory_length = np.zeros(shape, np.int64)
+        self.episodes = [EpisodeLog() for _ in envs]
+
+    def collect(
+        self,
+        steps: int,
+        act: Act,
+        values_of: Sequence[ValueFn],
+        after_step: StepHook | None = None,
+    ) -> list[Rollout]:
+        """`steps` steps of every member, `act` acting for all; each member's buffer, its
+        bootstrap values by its own `values_of[i]`. `after_step` (a stack of one) is told of
+        each step as it is taken."""
+        k, n, obs_size = self.obs.shape
+        action_size = self.groups[0].action_size
+        obs_np = np.empty((k, steps, n, obs_size), np.float32)
+        actions = torch.empty((k, steps, n, action_size))
+        log_probs = torch.empty((k, steps, n))
+        values = torch.empty((k, steps + 1, n))
+        rewards = np.zeros((k, steps, n), np.float32)
+        boundaries = np.zeros((k, steps, n), np.float32)
+        ended = np.zeros((k, steps, n), bool)
+        cuts: list[Cut] = []
+        clipped = np.empty((k, n, action_size), np.float32)
+        done: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for t in range(steps):
+            obs_np[:, t] = self.obs
+            with self.timers.scope("policy_forward"):
+                action, log_prob, value = act(torch.from_numpy(self.obs).to(self.device))
+            actions[:, t].copy_(action)
+            log_probs[:, t].copy_(log_prob)
+            values[:, t].copy_(value)
+            np.clip(actions[:, t].numpy(), -1.0, 1.0, out=clipped)
+            with self.timers.scope("env_step"):
+                for group in self.groups:
+                    group.step(self.obs, clipped, t, rewards, ended, cuts)
+            self.trajectory_length += 1
+            self.episode_return += rewards[:, t]
+            self.episode_length += 1
+            now = ended[:, t]
+            if now.any():
+                done.append(
+                    (np.nonzero(now)[0], self.episode_return[now], self.episode_length[now])
+                )
+                self.episode_return[now] = 0.0
+                self.episode_length[now] = 0
+            cut = now | (self.trajectory_length >= self.time_horizon)
+            boundaries[:, t] = cut
+            self.trajectory_length[cut] = 0
+            if after_step is not None:
+                taken = torch.from_numpy(obs_np[0, t])
+                after_step(taken, self.trajectory_length[0] == 0, self.episode_length[0] == 0)
+        for group in self.groups:
+            group.deliver()
+        self._log(done)
+        collected = (obs_np, actions, log_probs, values, rewards, boundaries, ended, cuts)
+        return [self._rollout(i, *collected, v) for i, v in enumerate(values_of)]
+
+    def release(self) -> None:
+        """Hand every member's state back to its environment."""
+        for group in self.groups:
+            group.release()
+
+    def _log(self, done: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        """Each member's finished episodes, in the order of its agents' steps."""
+        if not done:
+            return
+        member = np.concatenate([m for m, _, _ in done])
+        returns = np.concatenate([r for _, r, _ in done])
+        lengths = np.concatenate([n for _, _, n in done])
+        for i, log in enumerate(self.episodes):
+            mine = member == i
+            log.returns.extend(returns[mine].tolist())
+            log.lengths.extend(lengths[mine].tolist())
+
+    def _rollout(
+        self,
+        i: int,
+        obs: np.ndarray,
+        actions: torch.Tensor,
+        log_probs: torch.Tensor,
+        values: torch.Tensor,
+        rewards: np.ndarray,
+        boundaries: np.ndarray,
+        ended: np.ndarray,
+        cuts: list[Cut],
+        value_of: ValueFn,
+    ) -> Rollout:
+        """Member i's buffer."""
+        pieces: Pieces = []
+        for t, member, agent, final in cuts:
+            mine = member == i
+            if mine.any():
+                pieces.append((t, agent[mine].astype(np.int64), final[mine]))
+        last_obs = torch.from_numpy(self.obs[i].copy())
+        values[i, -1].copy_(value_of(last_obs.to(self.device)))
+        next_values = next_state_values(value_of, values[i], ended[i], pieces, self.device)
+        return Rollout(
+            torch.from_numpy(obs[i]),
+            actions[i],
+            log_probs[i],
+            values[i, :-1],
+            torch.from_numpy(rewards[i]),
+            next_values,
+            torch.from_numpy(boundaries[i]),
+            Bootstrap(last_obs, ended[i], pieces),
+        )
+
+
+class Cores:
+    """The tasks of one family, of any members, stepped as one core (envs.tasks.stack)."""
+
+    action_size = ACTION_SIZE
+
+    def __init__(
+        self,
+        slots: list[tuple[int, int]],
+        members: list[list[TaskEnv]],
+        width: int,
+        k: int,
+        n: int,
+    ) -> None:
+        self.stack = CoreStack([members[i][j] for i, j in slots])
+        self.width, self.slots = width, np.asarray(slots, np.int64).reshape(-1, 2)
+        # rows and columns in (k, n) arrays: slices where they are every member's whole row
+        self.rows: slice | np.ndarray = self.slots[:, :1]
+        self.columns: slice | np.ndarray = self.slots[:, 1:] * width + np.arange(width)
+        if slots == [(i, 0) for i in range(k)] and n == width:
+            self.rows, self.columns = slice(0, k), slice(0, n)
+
+    def observe(self) -> np.ndarray:
+        """Every area's current observation."""
+        return self.stack.observe()
+
+    def place(self, into: np.ndarray, obs: np.ndarray) -> None:
+        """The areas' observations (areas, obs) into their places in (k, n, obs)."""
+        into[self.rows, self.columns] = obs.reshape(-1, self.width, obs.shape[-1])
+
+    def step(
+        self,
+        obs: np.ndarray,
+        clipped: np.ndarray,
+        t: int,
+        rewards: np.ndarray,
+        ended: np.ndarray,
+        cuts: list[Cut],
+    ) -> None:
+        """One step of the core: its members' rewards, ends, cuts and observations."""
+        moves = clipped[self.rows, self.columns].reshape(-1, clipped.shape[2])
+        if np.isnan(moves).any():
+            raise ActionError("continuous actions for the stacked tasks contain NaN")
+        now, reward, finished = self.stack.step(moves)
+        rewards[self.rows, t, self.columns] = reward.reshape(-1, self.width)
+        self.place(obs, now)
+        if finished is None:
+            return
+        local, area = np.divmod(finished.agent_id, self.width)
+        member, agent = self.slots[local, 0], self.slots[local, 1] * self.width + area
+        rewards[member, t, agent] = finished.reward
+        ended[member, t, agent] = True
+        out = finished.interrupted
+        if out.any():
+            cuts.append((t, member[out], agent[out], finished.obs[out]))
+
+    def deliver(self) -> None:
+        """Each member's stats channel told of the episodes its areas ended."""
+        self.stack.deliver()
+
+    def release(self) -> None:
+        """Each member's state written back into its environment."""
+        self.stack.release()
+
+
+class Agents:
+    """One member's environment stepped through the BaseEnv API."""
+
+    def __init__(self, member: int, env: AgentEnvironment, behavior: str) -> None:
+        self.member, self.env, self.behavior = member, env, behavior
+        self.action_size = env.behavior_specs[behavior].action_spec.continuous_size
+        env.reset()
+        decision, _ = env.get_steps(behavior)
+        self.ids = decision.agent_id.copy()
+        if len(self.ids) == 0:
+            raise ValueError(
+                f"behavior {behavior!r} has no agent requesting a decision after reset"
+            )
+        self.index = id_lookup(self.ids)
+        self.first = decision.obs[0]
+
+    def observe(self) -> np.ndarray:
+        """The observations after reset."""
+        return self.first
+
+    def place(self, into: np.ndarray, obs: np.ndarray) -> None:
+        """The observations into the member's row of (k, n, obs)."""
+        into[self.member] = obs
+
+    def step(
+        self,
+        obs: np.ndarray,
+        clipped: np.ndarray,
+        t: int,
+        rewards: np.ndarray,
+        ended: np.ndarray,
+        cuts: list[Cut],
+    ) -> None:
+        """One step of the environment: the member's rewards, ends, cuts and observations."""
+        i = self.member
+        self.env.set_actions(self.behavior, ActionTuple(continuous=clipped[i]))
+        self.env.step()
+        decision, terminal = self.env.get_steps(self.behavior)
+        if decision.agent_id is not self.ids and not np.array_equal(decision.agent_id, self.ids):
+            raise RuntimeError("agents changed between steps: every agent must decide every step")
+        self.ids = decision.agent_id
+        rewards[i, t] = decision.reward
+        if len(terminal) > 0:
+            idx = self.index(terminal.agent_id)
+            rewards[i, t, idx] = terminal.reward
+            ended[i, t, idx] = True
+            out = terminal.interrupted
+            if out.any():
+                cuts.append((t, np.full(int(out.sum()), i), idx[out], terminal.obs[0][out]))
+        obs[i] = decision.obs[0]
+
+    def deliver(self) -> None:
+        """Nothing: the environment reports its own stats."""
+
+    def release(self) -> None:
+        """Nothing: the environment holds its own state."""
+
+
 class Collector:
     """Steps one behavior of a BaseEnv whose agents all request a decision every step."""
 
@@ -122,30 +411,20 @@ class Collector:
         threads: int | None = None,
     ) -> None:
         """`threads`: torch threads to collect with (default 1 to SERIAL_BATCH agents, else all)."""
-        self.env, self.behavior, self.policy = env, behavior, policy
-        self.threads = threads
-        self.generator, self.time_horizon = generator, time_horizon
-        self.timers: Timers = timers or NullTimers()
+        self.policy, self.generator, self.threads = policy, generator, threads
         self.device = policy.device
-        env.reset()
-        decision, _ = env.get_steps(behavior)
-        self.agent_ids = decision.agent_id.copy()
-        if len(self.agent_ids) == 0:
-            raise ValueError(
-                f"behavior {behavior!r} has no agent requesting a decision after reset"
-            )
-        self.index = id_lookup(self.agent_ids)
-        self.obs = decision.obs[0]
-        n = len(self.agent_ids)
-        self.episode_return = np.zeros(n, np.float64)
-        self.episode_length = np.zeros(n, np.int64)
-        self.trajectory_length = np.zeros(n, np.int64)
-        self.episodes = EpisodeLog()
+        timers = timers or NullTimers()
+        self.collection = Collection([env], time_horizon, timers, self.device, behavior=behavior)
 
     @property
     def num_agents(self) -> int:
         """Agents stepped together."""
-        return len(self.agent_ids)
+        return self.collection.n
+
+    @property
+    def episodes(self) -> EpisodeLog:
+        """The episodes finished so far."""
+        return self.collection.episodes[0]
 
     def collect(self, steps: int, after_step: StepHook | None = None) -> Rollout:
         """Run `steps` environment steps for every agent and return the filled buffer.
@@ -156,104 +435,22 @@ class Collector:
         threads = self.threads
         if threads is None:
             threads = 1 if self.num_agents <= SERIAL_BATCH else torch.get_num_threads()
+        acting = [self.policy.frozen()]
+
+        def act(obs: torch.Tensor) -> Acted:
+            action, log_prob, value = acting[0].act(obs[0], self.generator)
+            return action[None], log_prob[None], value[None]
+
+        def hook(obs: torch.Tensor, cut: np.ndarray, ended: np.ndarray) -> bool:
+            assert after_step is not None
+            changed = after_step(obs, cut, ended)
+            if changed:
+                acting[0] = self.policy.frozen()
+            return changed
+
         with torch_threads(threads):
-            acting = self.policy.frozen()
-            stepping = self.stepping(steps, acting.value)
-            obs = next(stepping)
-            while True:
-                with self.timers.scope("policy_forward"):
-                    acted = acting.act(obs.to(self.device), self.generator)
-                try:
-                    taken, obs = obs, stepping.send(acted)
-                except StopIteration as done:
-                    if after_step is not None:
-                        after_step(obs, self.trajectory_length == 0, self.episode_length == 0)
-                    return done.value
-                if after_step is not None and after_step(
-                    taken, self.trajectory_length == 0, self.episode_length == 0
-                ):
-                    acting = self.policy.frozen()
-
-    def stepping(self, steps: int, value_of: ValueFn) -> Generator[torch.Tensor, Acted, Rollout]:
-        """`steps` environment steps: yields each observation, is sent the policy's (action,
-        log-prob, value) for it and returns the filled buffer, its bootstrap values by `value_of`.
-
-        Whoever drives it acts: the collector itself, or a caller acting for it.
-        """
-        n, obs_size = self.obs.shape
-        action_size = self.env.behavior_specs[self.behavior].action_spec.continuous_size
-        obs_np = np.empty((steps, n, obs_size), np.float32)
-        obs = torch.from_numpy(obs_np)
-        actions = torch.empty((steps, n, action_size))
-        log_probs = torch.empty((steps, n))
-        values = torch.empty((steps + 1, n))
-        rewards = np.zeros((steps, n), np.float32)
-        boundaries = np.zeros((steps, n), np.float32)
-        ended = np.zeros((steps, n), bool)
-        timeouts: Pieces = []
-        clipped = np.empty((n, action_size), np.float32)
-        # One ActionTuple over a reused buffer: the env reads it before the next step rewrites it.
-        action_tuple = ActionTuple(continuous=clipped)
-        ids = self.agent_ids
-        for t in range(steps):
-            obs_np[t] = self.obs
-            action, log_prob, value = yield obs[t]
-            actions[t].copy_(action)
-            log_probs[t].copy_(log_prob)
-            values[t].copy_(value)
-            np.clip(actions[t].numpy(), -1.0, 1.0, out=clipped)
-            with self.timers.scope("env_step"):
-                self.env.set_actions(self.behavior, action_tuple)
-                self.env.step()
-                decision, terminal = self.env.get_steps(self.behavior)
-            if decision.agent_id is not ids and not np.array_equal(decision.agent_id, ids):
-                raise RuntimeError(
-                    "agents changed between steps: every agent must decide every step"
-                )
-            ids = decision.agent_id
-            rewards[t] = decision.reward
-            self.trajectory_length += 1
-            if len(terminal) > 0:
-                idx = self.index(terminal.agent_id)
-                rewards[t, idx] = terminal.reward
-                ended[t, idx] = True
-                timed_out = terminal.interrupted
-                if timed_out.any():
-                    timeouts.append((t, idx[timed_out], terminal.obs[0][timed_out]))
-                self._log_episodes(rewards[t], ended[t])
-            else:
-                self.episode_return += rewards[t]
-                self.episode_length += 1
-            cut = ended[t] | (self.trajectory_length >= self.time_horizon)
-            boundaries[t] = cut
-            self.trajectory_length[cut] = 0
-            self.obs = decision.obs[0]
-        last_obs = torch.from_numpy(self.obs.copy())
-        values[steps].copy_(value_of(last_obs.to(self.device)))
-        next_values = next_state_values(value_of, values, ended, timeouts, self.device)
-        return Rollout(
-            obs,
-            actions,
-            log_probs,
-            values[:-1],
-            torch.from_numpy(rewards),
-            next_values,
-            torch.from_numpy(boundaries),
-            Bootstrap(last_obs, ended, timeouts),
-        )
-
-    def _log_episodes(self, rewards: np.ndarray, ended: np.ndarray) -> None:
-        self.episode_return += rewards
-        self.episode_length += 1
-        if ended.any():
-            self.episodes.returns.extend(self.episode_return[ended].tolist())
-            self.episodes.lengths.extend(self.episode_length[ended].tolist())
-            self.episode_return[ended] = 0.0
-            self.episode_length[ended] = 0
-
-
-Pieces = list[tuple[int, np.ndarray, np.ndarray]]
-"""Trajectories cut before their end: (step, rows, the observation to bootstrap from)."""
+            hooked = None if after_step is None else hook
+            return self.collection.collect(steps, act, [acting[0].value], hooked)[0]
 
 
 def next_state_values(

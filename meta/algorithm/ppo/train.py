@@ -2,10 +2,10 @@
 
 Each member keeps its own environment, random stream (its request's seed: the same minibatch
 orders and action noise in any stack), losses, learning rate, beta and epsilon schedules,
-Adam state and normaliser. Built-in tasks of one family step as one core over all the members'
-areas (meta.algorithm.ppo.collect); any other environment (a build, a game, buffers assembled
-from pieces) is stepped by its member's own collector, each member acting alone. Every
-update's forward, backward and optimizer step is one for all k.
+Adam state and normaliser. The members' environments step together, the stack acting for all
+(meta.algorithm.ppo.rollout.Collection); a game and buffers assembled from pieces step by the
+member's own collector, each member acting alone. Every update's forward, backward and
+optimizer step is one for all k.
 """
 
 from __future__ import annotations
@@ -24,14 +24,20 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
-from envs.tasks.stack import stackable_envs
-from meta.algorithm.ppo.collect import StackedCollection
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import Member, PolicyStack
 from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs
-from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Rollout, Timers
+from meta.algorithm.ppo.rollout import (
+    AGENT_COUNTS,
+    Collection,
+    Collector,
+    EpisodeLog,
+    NullTimers,
+    Rollout,
+    Timers,
+)
 from meta.algorithm.ppo.update import ppo_update, take_in
 from meta.algorithm.ppo.weights import OptimizerState, Weights
 from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
@@ -171,7 +177,7 @@ def train_stack(
                 for i, schedule in enumerate(stack.schedules)
             ]
             before = [len(e.returns) for e in episodes]
-            rollouts = _collect(policy, collectors, generators, horizon, timers, active)
+            rollouts = _collect(policy, collectors, generators, horizon, active)
             for i, r in enumerate(rollouts):
                 if r is not None:
                     steps[i] += r.num_steps
@@ -203,7 +209,7 @@ def train_stack(
     finally:
         if worker is not None:
             worker.shutdown()
-        if isinstance(collectors, StackedCollection):
+        if isinstance(collectors, Collection):
             collectors.release()
     wall = time.perf_counter() - started
     out = []
@@ -222,7 +228,7 @@ def train_stack(
 class _Collection:
     """How the members' buffers are collected, and what each member's collection reports."""
 
-    collectors: StackedCollection | list[Collecting]
+    collectors: Collection | list[Collecting]
     episodes: list[EpisodeLog]
     sessions: list[Session | None]
     successes: list[SuccessLog]
@@ -238,8 +244,9 @@ def _collection(
     session_for: SessionFor | None,
     merge: bool,
 ) -> _Collection:
-    """Each member's session and collector, or one collection of all: built-in tasks of one
-    family merged into one core where `merge` and every member collects fixed buffers."""
+    """Each member's session and collector, or one collection of all where every member
+    collects fixed buffers with PPO's own collector (built-in tasks of one family merged into
+    one core where `merge`)."""
     cfg, k = stack.cfg, len(envs)
     channels = [getattr(env, "stats_channel", None) for env in envs]
     for channel in channels:
@@ -253,16 +260,9 @@ def _collection(
     successes = [
         SuccessLog(c if s is None else None) for c, s in zip(channels, sessions, strict=True)
     ]
-    merged = (
-        merge
-        and k > 1
-        and all(s is None for s in sessions)
-        and cfg.buffer_assembly != "pieces"
-        and stackable_envs(envs)
-    )
-    collectors: StackedCollection | list[Collecting]
-    if merged:
-        collectors = StackedCollection(envs, cfg.time_horizon, stack.timers, policy.device)  # type: ignore[arg-type]
+    collectors: Collection | list[Collecting]
+    if k > 1 and all(s is None for s in sessions) and cfg.buffer_assembly != "pieces":
+        collectors = Collection(envs, cfg.time_horizon, stack.timers, policy.device, merge)
         episodes, agents = collectors.episodes, {collectors.n}
     else:
         collectors = [
@@ -273,7 +273,7 @@ def _collection(
         ]
         episodes, agents = [c.episodes for c in collectors], {c.num_agents for c in collectors}
     if len(agents) != 1:
-        raise ValueError("stacked trainings need the same number of agents in every environment")
+        raise ValueError(AGENT_COUNTS)
     horizon = max(math.ceil(cfg.buffer_size / agents.pop()), 1)
     return _Collection(collectors, episodes, sessions, successes, horizon)
 
@@ -301,36 +301,18 @@ def _collector(
 
 def _collect(
     policy: PolicyStack,
-    collectors: StackedCollection | list[Collecting],
+    collectors: Collection | list[Collecting],
     generators: list[torch.Generator],
     steps: int,
-    timers: Timers,
     active: list[bool],
 ) -> list[Rollout | None]:
-    """One buffer of every `active` member (None for the others).
-
-    Built-in tasks merged, or PPO's own collectors of fixed buffers, step in lockstep with the
-    stack acting for all at each step (their buffers fill alike, so all are active), and give
-    the same numbers either way. A stack of one, a game's collectors and buffers of pieces
-    step one member after the other, each member acting alone.
-    """
-    values_of = [partial(policy.member_value, i) for i in range(policy.k)]
-    if isinstance(collectors, StackedCollection):
+    """One buffer of every `active` member (None for the others): of all, the stack acting
+    for all at each step (their buffers fill alike, so all are active), or member by member,
+    each acting alone."""
+    if isinstance(collectors, Collection):
+        values_of = [partial(policy.member_value, i) for i in range(policy.k)]
         return collectors.collect(steps, lambda obs: policy.act(obs, generators), values_of)  # type: ignore[return-value]
-    if policy.k == 1 or not all(type(c) is Collector for c in collectors):
-        return [c.collect(steps) if a else None for c, a in zip(collectors, active, strict=True)]
-    stepping = [c.stepping(steps, v) for c, v in zip(collectors, values_of, strict=True)]  # type: ignore[attr-defined]
-    obs = [next(s) for s in stepping]
-    rollouts: list[Rollout | None] = []
-    while not rollouts:
-        with timers.scope("policy_forward"):
-            actions, log_probs, values = policy.act(torch.stack(obs).to(policy.device), generators)
-        for i, s in enumerate(stepping):
-            try:
-                obs[i] = s.send((actions[i], log_probs[i], values[i]))
-            except StopIteration as done:
-                rollouts.append(done.value)
-    return rollouts
+    return [c.collect(steps) if a else None for c, a in zip(collectors, active, strict=True)]
 
 
 def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:
