@@ -126,9 +126,8 @@ class Collection:
 
     Built-in tasks of several members (`merge`) step as one core per family over all their
     areas (envs.tasks.stack), a member of several tasks side by side (a joint chunk's
-    ConcatEnv) each in its family's core; any other environment steps alone through the
-    BaseEnv API, one behavior whose agents all decide every step. Returns, lengths, trajectory
-    cuts and buffers are arrays over (member, agent); each member's buffer, episode log and
+    ConcatEnv) each in its family's core; any other environment steps through the BaseEnv API,
+    one behavior whose agents all decide every step. Each member's buffer, episode log and
     stats come out as its environment stepped alone gives them, bit for bit.
     """
 
@@ -141,32 +140,35 @@ class Collection:
         merge: bool = True,
         behavior: str = BEHAVIOR_NAME,
     ) -> None:
-        members = [parts(env) or [] for env in envs]  # each member's tasks, side by side
-        groups: list[Cores | Agents] = []
-        if merge and len(envs) > 1 and stackable_envs(envs):
+        self.k, self.time_horizon, self.timers, self.device = (
+            len(envs),
+            time_horizon,
+            timers,
+            device,
+        )
+        self.groups: list[Cores | Agents]
+        if merge and self.k > 1 and stackable_envs(envs):
+            members = [parts(env) or [] for env in envs]  # each member's tasks, side by side
             for env in envs:
                 env.reset()
             families: dict[type, list[tuple[int, int]]] = {}
             for i, tasks in enumerate(members):
                 for j, task in enumerate(tasks):
                     families.setdefault(type(task.core), []).append((i, j))
-            width, n = members[0][0].num_areas, len(members[0]) * members[0][0].num_areas
-            groups += [Cores(slots, members, width, len(envs), n) for slots in families.values()]
+            self.n = len(members[0]) * members[0][0].num_areas
+            self.groups = [Cores(slots, members, self.k, self.n) for slots in families.values()]
         else:
-            groups += [Agents(i, env, behavior) for i, env in enumerate(envs)]
-            if len({len(group.first) for group in groups}) > 1:
+            self.groups = [Agents(i, env, behavior) for i, env in enumerate(envs)]
+            if len({len(group.first) for group in self.groups}) > 1:
                 raise ValueError(AGENT_COUNTS)
-        self.groups = groups
-        first = [g.observe() for g in groups]
-        self.k, self.n = len(envs), sum(len(o) for o in first) // len(envs)
-        self.obs = np.empty((self.k, self.n, first[0].shape[-1]), np.float32)
-        for group, obs in zip(groups, first, strict=True):
-            group.place(self.obs, obs)
-        self.time_horizon, self.timers, self.device = time_horizon, timers, device
-        shape = (self.k, self.n)
-        self.episode_return = np.zeros(shape, np.float64)
-        self.episode_length = np.zeros(shape, np.int64)
-        self.trajectory_length = np.zeros(shape, np.int64)
+            self.n = len(self.groups[0].first)
+        self.cores = [group.stack for group in self.groups if isinstance(group, Cores)]
+        self.obs = np.empty((self.k, self.n, self.groups[0].first.shape[-1]), np.float32)
+        for group in self.groups:
+            group.place(self.obs, group.first)
+        self.episode_return = np.zeros((self.k, self.n), np.float64)
+        self.episode_length = np.zeros((self.k, self.n), np.int64)
+        self.trajectory_length = np.zeros((self.k, self.n), np.int64)
         self.episodes = [EpisodeLog() for _ in envs]
 
     def collect(
@@ -179,20 +181,18 @@ class Collection:
         """`steps` steps of every member, `act` acting for all; each member's buffer, its
         bootstrap values by its own `values_of[i]`. `after_step` (a stack of one) is told of
         each step as it is taken."""
-        k, n, obs_size = self.obs.shape
-        action_size = self.groups[0].action_size
-        obs_np = np.empty((k, steps, n, obs_size), np.float32)
+        (k, n, obs_size), action_size = self.obs.shape, self.groups[0].action_size
+        obs = np.empty((k, steps, n, obs_size), np.float32)
         actions = torch.empty((k, steps, n, action_size))
-        log_probs = torch.empty((k, steps, n))
-        values = torch.empty((k, steps + 1, n))
-        rewards = np.zeros((k, steps, n), np.float32)
+        log_probs, values = torch.empty((k, steps, n)), torch.empty((k, steps + 1, n))
+        self.rewards = np.zeros((k, steps, n), np.float32)
+        self.ended = np.zeros((k, steps, n), bool)
+        self.cuts: list[Cut] = []
         boundaries = np.zeros((k, steps, n), np.float32)
-        ended = np.zeros((k, steps, n), bool)
-        cuts: list[Cut] = []
         clipped = np.empty((k, n, action_size), np.float32)
         done: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for t in range(steps):
-            obs_np[:, t] = self.obs
+            obs[:, t] = self.obs
             with self.timers.scope("policy_forward"):
                 action, log_prob, value = act(torch.from_numpy(self.obs).to(self.device))
             actions[:, t].copy_(action)
@@ -201,11 +201,11 @@ class Collection:
             np.clip(actions[:, t].numpy(), -1.0, 1.0, out=clipped)
             with self.timers.scope("env_step"):
                 for group in self.groups:
-                    group.step(self.obs, clipped, t, rewards, ended, cuts)
+                    group.step(self, clipped, t)
             self.trajectory_length += 1
-            self.episode_return += rewards[:, t]
+            self.episode_return += self.rewards[:, t]
             self.episode_length += 1
-            now = ended[:, t]
+            now = self.ended[:, t]
             if now.any():
                 done.append(
                     (np.nonzero(now)[0], self.episode_return[now], self.episode_length[now])
@@ -216,18 +216,18 @@ class Collection:
             boundaries[:, t] = cut
             self.trajectory_length[cut] = 0
             if after_step is not None:
-                taken = torch.from_numpy(obs_np[0, t])
+                taken = torch.from_numpy(obs[0, t])
                 after_step(taken, self.trajectory_length[0] == 0, self.episode_length[0] == 0)
-        for group in self.groups:
-            group.deliver()
+        for stack in self.cores:
+            stack.deliver()
         self._log(done)
-        collected = (obs_np, actions, log_probs, values, rewards, boundaries, ended, cuts)
-        return [self._rollout(i, *collected, v) for i, v in enumerate(values_of)]
+        columns = (obs, actions, log_probs, values, boundaries)
+        return [self._rollout(i, value_of, *columns) for i, value_of in enumerate(values_of)]
 
     def release(self) -> None:
         """Hand every member's state back to its environment."""
-        for group in self.groups:
-            group.release()
+        for stack in self.cores:
+            stack.release()
 
     def _log(self, done: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
         """Each member's finished episodes, in the order of its agents' steps."""
@@ -244,34 +244,31 @@ class Collection:
     def _rollout(
         self,
         i: int,
+        value_of: ValueFn,
         obs: np.ndarray,
         actions: torch.Tensor,
         log_probs: torch.Tensor,
         values: torch.Tensor,
-        rewards: np.ndarray,
         boundaries: np.ndarray,
-        ended: np.ndarray,
-        cuts: list[Cut],
-        value_of: ValueFn,
     ) -> Rollout:
         """Member i's buffer."""
         pieces: Pieces = []
-        for t, member, agent, final in cuts:
+        for t, member, agent, final in self.cuts:
             mine = member == i
             if mine.any():
                 pieces.append((t, agent[mine].astype(np.int64), final[mine]))
         last_obs = torch.from_numpy(self.obs[i].copy())
         values[i, -1].copy_(value_of(last_obs.to(self.device)))
-        next_values = next_state_values(value_of, values[i], ended[i], pieces, self.device)
+        ended = self.ended[i]
         return Rollout(
             torch.from_numpy(obs[i]),
             actions[i],
             log_probs[i],
             values[i, :-1],
-            torch.from_numpy(rewards[i]),
-            next_values,
+            torch.from_numpy(self.rewards[i]),
+            next_state_values(value_of, values[i], ended, pieces, self.device),
             torch.from_numpy(boundaries[i]),
-            Bootstrap(last_obs, ended[i], pieces),
+            Bootstrap(last_obs, ended, pieces),
         )
 
 
@@ -280,63 +277,37 @@ class Cores:
 
     action_size = ACTION_SIZE
 
-    def __init__(
-        self,
-        slots: list[tuple[int, int]],
-        members: list[list[TaskEnv]],
-        width: int,
-        k: int,
-        n: int,
-    ) -> None:
+    def __init__(self, slots: list[tuple[int, int]], members: list[list[TaskEnv]], k: int, n: int):
         self.stack = CoreStack([members[i][j] for i, j in slots])
-        self.width, self.slots = width, np.asarray(slots, np.int64).reshape(-1, 2)
-        # rows and columns in (k, n) arrays: slices where they are every member's whole row
+        self.width, self.slots = self.stack.n, np.asarray(slots, np.int64).reshape(-1, 2)
+        self.first = self.stack.observe()
+        # where its areas are in (k, n) arrays: slices where they are every member's whole row
         self.rows: slice | np.ndarray = self.slots[:, :1]
-        self.columns: slice | np.ndarray = self.slots[:, 1:] * width + np.arange(width)
-        if slots == [(i, 0) for i in range(k)] and n == width:
+        self.columns: slice | np.ndarray = self.slots[:, 1:] * self.width + np.arange(self.width)
+        if slots == [(i, 0) for i in range(k)] and n == self.width:
             self.rows, self.columns = slice(0, k), slice(0, n)
-
-    def observe(self) -> np.ndarray:
-        """Every area's current observation."""
-        return self.stack.observe()
 
     def place(self, into: np.ndarray, obs: np.ndarray) -> None:
         """The areas' observations (areas, obs) into their places in (k, n, obs)."""
         into[self.rows, self.columns] = obs.reshape(-1, self.width, obs.shape[-1])
 
-    def step(
-        self,
-        obs: np.ndarray,
-        clipped: np.ndarray,
-        t: int,
-        rewards: np.ndarray,
-        ended: np.ndarray,
-        cuts: list[Cut],
-    ) -> None:
+    def step(self, c: Collection, clipped: np.ndarray, t: int) -> None:
         """One step of the core: its members' rewards, ends, cuts and observations."""
         moves = clipped[self.rows, self.columns].reshape(-1, clipped.shape[2])
         if np.isnan(moves).any():
             raise ActionError("continuous actions for the stacked tasks contain NaN")
-        now, reward, finished = self.stack.step(moves)
-        rewards[self.rows, t, self.columns] = reward.reshape(-1, self.width)
-        self.place(obs, now)
+        obs, reward, finished = self.stack.step(moves)
+        c.rewards[self.rows, t, self.columns] = reward.reshape(-1, self.width)
+        self.place(c.obs, obs)
         if finished is None:
             return
         local, area = np.divmod(finished.agent_id, self.width)
         member, agent = self.slots[local, 0], self.slots[local, 1] * self.width + area
-        rewards[member, t, agent] = finished.reward
-        ended[member, t, agent] = True
+        c.rewards[member, t, agent] = finished.reward
+        c.ended[member, t, agent] = True
         out = finished.interrupted
         if out.any():
-            cuts.append((t, member[out], agent[out], finished.obs[out]))
-
-    def deliver(self) -> None:
-        """Each member's stats channel told of the episodes its areas ended."""
-        self.stack.deliver()
-
-    def release(self) -> None:
-        """Each member's state written back into its environment."""
-        self.stack.release()
+            c.cuts.append((t, member[out], agent[out], finished.obs[out]))
 
 
 class Agents:
@@ -352,26 +323,13 @@ class Agents:
             raise ValueError(
                 f"behavior {behavior!r} has no agent requesting a decision after reset"
             )
-        self.index = id_lookup(self.ids)
-        self.first = decision.obs[0]
-
-    def observe(self) -> np.ndarray:
-        """The observations after reset."""
-        return self.first
+        self.index, self.first = id_lookup(self.ids), decision.obs[0]
 
     def place(self, into: np.ndarray, obs: np.ndarray) -> None:
         """The observations into the member's row of (k, n, obs)."""
         into[self.member] = obs
 
-    def step(
-        self,
-        obs: np.ndarray,
-        clipped: np.ndarray,
-        t: int,
-        rewards: np.ndarray,
-        ended: np.ndarray,
-        cuts: list[Cut],
-    ) -> None:
+    def step(self, c: Collection, clipped: np.ndarray, t: int) -> None:
         """One step of the environment: the member's rewards, ends, cuts and observations."""
         i = self.member
         self.env.set_actions(self.behavior, ActionTuple(continuous=clipped[i]))
@@ -380,21 +338,15 @@ class Agents:
         if decision.agent_id is not self.ids and not np.array_equal(decision.agent_id, self.ids):
             raise RuntimeError("agents changed between steps: every agent must decide every step")
         self.ids = decision.agent_id
-        rewards[i, t] = decision.reward
+        c.rewards[i, t] = decision.reward
         if len(terminal) > 0:
             idx = self.index(terminal.agent_id)
-            rewards[i, t, idx] = terminal.reward
-            ended[i, t, idx] = True
+            c.rewards[i, t, idx] = terminal.reward
+            c.ended[i, t, idx] = True
             out = terminal.interrupted
             if out.any():
-                cuts.append((t, np.full(int(out.sum()), i), idx[out], terminal.obs[0][out]))
-        obs[i] = decision.obs[0]
-
-    def deliver(self) -> None:
-        """Nothing: the environment reports its own stats."""
-
-    def release(self) -> None:
-        """Nothing: the environment holds its own state."""
+                c.cuts.append((t, np.full(int(out.sum()), i), idx[out], terminal.obs[0][out]))
+        c.obs[i] = decision.obs[0]
 
 
 class Collector:
