@@ -124,52 +124,31 @@ class EpisodeLog:
 class Collection:
     """k members' environments stepped together, one act for all at each step.
 
-    Built-in tasks of several members (`merge`) step as one core per family over all their
-    areas (envs.tasks.stack), a member of several tasks side by side (a joint chunk's
-    ConcatEnv) each in its family's core; any other environment steps through the BaseEnv API,
-    one behavior whose agents all decide every step. Each member's buffer, episode log and
-    stats come out as its environment stepped alone gives them, bit for bit.
+    Each member's buffer, episode log and stats come out as its environment stepped alone
+    gives them, bit for bit (`collection` makes one).
     """
 
     def __init__(
         self,
-        envs: Sequence[AgentEnvironment],
+        groups: Sequence[Cores | Agents],
+        k: int,
+        n: int,
         time_horizon: int,
         timers: Timers,
         device: torch.device,
-        merge: bool = True,
-        behavior: str = BEHAVIOR_NAME,
     ) -> None:
-        self.k, self.time_horizon, self.timers, self.device = (
-            len(envs),
-            time_horizon,
-            timers,
-            device,
-        )
-        self.groups: list[Cores | Agents]
-        if merge and self.k > 1 and stackable_envs(envs):
-            members = [parts(env) or [] for env in envs]  # each member's tasks, side by side
-            for env in envs:
-                env.reset()
-            families: dict[type, list[tuple[int, int]]] = {}
-            for i, tasks in enumerate(members):
-                for j, task in enumerate(tasks):
-                    families.setdefault(type(task.core), []).append((i, j))
-            self.n = len(members[0]) * members[0][0].num_areas
-            self.groups = [Cores(slots, members, self.k, self.n) for slots in families.values()]
-        else:
-            self.groups = [Agents(i, env, behavior) for i, env in enumerate(envs)]
-            if len({len(group.first) for group in self.groups}) > 1:
-                raise ValueError(AGENT_COUNTS)
-            self.n = len(self.groups[0].first)
-        self.cores = [group.stack for group in self.groups if isinstance(group, Cores)]
-        self.obs = np.empty((self.k, self.n, self.groups[0].first.shape[-1]), np.float32)
-        for group in self.groups:
+        self.groups, self.k, self.n = groups, k, n
+        self.time_horizon, self.timers, self.device = time_horizon, timers, device
+        self.cores = [group.stack for group in groups if isinstance(group, Cores)]
+        self.obs = np.empty((k, n, groups[0].first.shape[-1]), np.float32)
+        for group in groups:
             group.place(self.obs, group.first)
-        self.episode_return = np.zeros((self.k, self.n), np.float64)
-        self.episode_length = np.zeros((self.k, self.n), np.int64)
-        self.trajectory_length = np.zeros((self.k, self.n), np.int64)
-        self.episodes = [EpisodeLog() for _ in envs]
+        self.episode_return = np.zeros((k, n), np.float64)
+        self.episode_length = np.zeros((k, n), np.int64)
+        self.trajectory_length = np.zeros((k, n), np.int64)
+        self.restarted = np.zeros(k, bool)
+        """Members whose environment a step reset (a game's, when its learning team changed)."""
+        self.episodes = [EpisodeLog() for _ in range(k)]
 
     def collect(
         self,
@@ -213,6 +192,11 @@ class Collection:
                 self.episode_return[now] = 0.0
                 self.episode_length[now] = 0
             cut = now | (self.trajectory_length >= self.time_horizon)
+            if self.restarted.any():  # every trajectory cut, every unfinished episode dropped
+                cut[self.restarted] = True
+                self.episode_return[self.restarted] = 0.0
+                self.episode_length[self.restarted] = 0
+                self.restarted[:] = False
             boundaries[:, t] = cut
             self.trajectory_length[cut] = 0
             if after_step is not None:
@@ -349,13 +333,42 @@ class Agents:
         c.obs[i] = decision.obs[0]
 
 
+def collection(
+    envs: Sequence[AgentEnvironment],
+    time_horizon: int,
+    timers: Timers,
+    device: torch.device,
+    merge: bool = True,
+) -> Collection:
+    """The members' environments as one collection: built-in tasks of several members
+    (`merge`) as one core per family over all their areas (envs.tasks.stack), a member of
+    several tasks side by side (a joint chunk's ConcatEnv) each in its family's core; any
+    other environment through the BaseEnv API."""
+    k = len(envs)
+    if merge and k > 1 and stackable_envs(envs):
+        members = [parts(env) or [] for env in envs]  # each member's tasks, side by side
+        for env in envs:
+            env.reset()
+        families: dict[type, list[tuple[int, int]]] = {}
+        for i, tasks in enumerate(members):
+            for j, task in enumerate(tasks):
+                families.setdefault(type(task.core), []).append((i, j))
+        n = len(members[0]) * members[0][0].num_areas
+        cores = [Cores(slots, members, k, n) for slots in families.values()]
+        return Collection(cores, k, n, time_horizon, timers, device)
+    groups = [Agents(i, env, BEHAVIOR_NAME) for i, env in enumerate(envs)]
+    if len({len(group.first) for group in groups}) > 1:
+        raise ValueError(AGENT_COUNTS)
+    return Collection(groups, k, len(groups[0].first), time_horizon, timers, device)
+
+
 class Collector:
-    """Steps one behavior of a BaseEnv whose agents all request a decision every step."""
+    """Steps one environment: one behavior whose agents all decide every step, or `Agents`."""
 
     def __init__(
         self,
         env: AgentEnvironment,
-        behavior: str,
+        behavior: str | Agents,
         policy: Acting,
         generator: torch.Generator,
         time_horizon: int,
@@ -365,8 +378,10 @@ class Collector:
         """`threads`: torch threads to collect with (default 1 to SERIAL_BATCH agents, else all)."""
         self.policy, self.generator, self.threads = policy, generator, threads
         self.device = policy.device
-        timers = timers or NullTimers()
-        self.collection = Collection([env], time_horizon, timers, self.device, behavior=behavior)
+        agents = Agents(0, env, behavior) if isinstance(behavior, str) else behavior
+        self.collection = Collection(
+            [agents], 1, len(agents.first), time_horizon, timers or NullTimers(), self.device
+        )
 
     @property
     def num_agents(self) -> int:

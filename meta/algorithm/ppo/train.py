@@ -37,6 +37,7 @@ from meta.algorithm.ppo.rollout import (
     NullTimers,
     Rollout,
     Timers,
+    collection,
 )
 from meta.algorithm.ppo.update import ppo_update, take_in
 from meta.algorithm.ppo.weights import OptimizerState, Weights
@@ -50,29 +51,15 @@ Schedule = Callable[[int], Hyper]
 """The learning rate, beta and epsilon after a number of agent-steps of the training."""
 
 
-class Collecting(Protocol):
-    """What a member's own collector gives the loop: its agents, episodes and buffers."""
-
-    @property
-    def num_agents(self) -> int:
-        """Agents stepped per environment step."""
-        ...
-
-    @property
-    def episodes(self) -> EpisodeLog:
-        """The episodes finished so far."""
-        ...
-
-    def collect(self, steps: int) -> Rollout:
-        """The next buffer (`steps` steps of every agent, unless it assembles its own)."""
-        ...
+Collecting = Collector | PieceCollector
+"""A member's own collector: its agents, episodes and buffers."""
 
 
 class Session(Protocol):
     """A member's collection with what a trainer adds around PPO (a game's ghost)."""
 
     @property
-    def collector(self) -> Collecting:
+    def collector(self) -> Collector:
         """What steps the member's environment."""
         ...
 
@@ -262,7 +249,7 @@ def _collection(
     ]
     collectors: Collection | list[Collecting]
     if k > 1 and all(s is None for s in sessions) and cfg.buffer_assembly != "pieces":
-        collectors = Collection(envs, cfg.time_horizon, stack.timers, policy.device, merge)
+        collectors = collection(envs, cfg.time_horizon, stack.timers, policy.device, merge)
         episodes, agents = collectors.episodes, {collectors.n}
     else:
         collectors = [

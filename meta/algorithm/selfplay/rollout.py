@@ -18,21 +18,9 @@ from mlagents_envs.base_env import ActionTuple
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.network import Member
 from meta.algorithm.ppo.policy import FrozenPolicy, Policy
-from meta.algorithm.ppo.rollout import (
-    Bootstrap,
-    EpisodeLog,
-    NullTimers,
-    Pieces,
-    Rollout,
-    Timers,
-    id_lookup,
-    next_state_values,
-)
+from meta.algorithm.ppo.rollout import Agents, Collection, id_lookup
 from meta.algorithm.selfplay.elo import result_of
 from meta.algorithm.selfplay.ghost import Ghost
-from meta.runtime.threads import torch_threads
-
-"""(step, rows, observations) whose value replaces next_values[step, rows]."""
 
 
 def team_behaviors(env: AgentEnvironment) -> list[str]:
@@ -55,8 +43,9 @@ def first_team(env: AgentEnvironment) -> int:
     return 0 if team is None else team
 
 
-class TeamCollector:
-    """Steps both teams of a game; the ghost decides who learns and whom they play."""
+class Game(Agents):
+    """A game's environment as a member's: the learning team's agents are the member's, the
+    ghost's opponent plays the other team's (one batched forward pass per team and step)."""
 
     def __init__(
         self,
@@ -64,27 +53,21 @@ class TeamCollector:
         policy: Member | Policy,
         ghost: Ghost,
         generator: torch.Generator,
-        time_horizon: int,
-        timers: Timers | None = None,
     ) -> None:
-        self.env, self.policy, self.ghost = env, policy, ghost
-        self.generator, self.time_horizon = generator, time_horizon
-        self.timers: Timers = timers or NullTimers()
-        self.device = policy.device
+        self.member, self.env, self.ghost, self.generator = 0, env, ghost, generator
+        self.policy, self.device = policy, policy.device
         self.behaviors = team_behaviors(env)
+        self.action_size = env.behavior_specs[self.behaviors[0]].action_spec.continuous_size
         self.opponent = self._load_opponent()
         env.reset()
         steps = [env.get_steps(name)[0] for name in self.behaviors]
         self.agent_ids = [s.agent_id.copy() for s in steps]
         if len({len(ids) for ids in self.agent_ids}) != 1 or not len(self.agent_ids[0]):
             raise ValueError("both teams must have the same number of agents, at least one")
-        self._index = [id_lookup(ids) for ids in self.agent_ids]
+        self.indexes = [id_lookup(ids) for ids in self.agent_ids]
         self.obs = np.stack([s.obs[0] for s in steps])
-        n = self.num_agents
-        self.episode_return = np.zeros((2, n), np.float64)
-        self.episode_length = np.zeros(n, np.int64)
-        self.trajectory_length = np.zeros(n, np.int64)
-        self.episodes = EpisodeLog()
+        """Both teams' current observations, (2, n, obs)."""
+        self.first = self.obs[ghost.learning_team]
         self.results: list[float] = []
         """The learning team's episode results so far (1 win, 0.5 draw or time-out, 0 loss)."""
         self.agent_steps = 0
@@ -92,129 +75,64 @@ class TeamCollector:
         self.ratings: list[tuple[int, float]] = []
         """(agent_steps, the learning policy's rating after the game) of every rated game."""
 
-    @property
-    def num_agents(self) -> int:
-        """Agents per team (one row of the buffer each)."""
-        return len(self.agent_ids[0])
-
     def _load_opponent(self) -> FrozenPolicy:
         weights = {key: value.to(self.device) for key, value in self.ghost.opponent.items()}
         return FrozenPolicy(weights, self.policy.normalize, self.policy.epsilon)
 
-    def collect(self, steps: int) -> Rollout:
-        """Run `steps` environment steps and return the learning team's buffer."""
-        with torch_threads(1):
-            return self._collect(steps)
-
-    def _collect(self, steps: int) -> Rollout:
-        n, obs_size = self.obs.shape[1:]
-        obs_np = np.empty((steps, n, obs_size), np.float32)
-        obs = torch.from_numpy(obs_np)
-        actions = torch.empty((steps, n, 2))
-        log_probs, values = torch.empty((steps, n)), torch.empty((steps + 1, n))
-        rewards = np.zeros((steps, n), np.float32)
-        boundaries = np.zeros((steps, n), np.float32)
-        ended = np.zeros((steps, n), bool)
-        bootstraps: Pieces = []
-        moves = np.empty((2, n, 2), np.float32)
-        acting = self.policy.frozen()
-        for t in range(steps):
-            learner = self.ghost.learning_team
-            obs_np[t] = self.obs[learner]
-            with self.timers.scope("policy_forward"):
-                action, log_prob, value = acting.act(obs[t].to(self.device), self.generator)
-                other = torch.from_numpy(self.obs[1 - learner]).to(self.device)
-                opponent_action = self.opponent.act(other, self.generator)[0]
-            actions[t].copy_(action)
-            log_probs[t].copy_(log_prob)
-            values[t].copy_(value)
-            np.clip(action.cpu().numpy(), -1.0, 1.0, out=moves[learner])
-            np.clip(opponent_action.cpu().numpy(), -1.0, 1.0, out=moves[1 - learner])
-            with self.timers.scope("env_step"):
-                for team, name in enumerate(self.behaviors):
-                    self.env.set_actions(name, ActionTuple(continuous=moves[team]))
-                self.env.step()
-                steps_now = [self.env.get_steps(name) for name in self.behaviors]
-            self._record(t, learner, steps_now, rewards, ended, bootstraps)
-            team_changed, swapped = self.ghost.advance(n, n)
-            if swapped:
-                self.opponent = self._load_opponent()
-            cut = ended[t] | (self.trajectory_length >= self.time_horizon)
-            if team_changed:
-                rows = np.flatnonzero(~ended[t])
-                bootstraps.append((t, rows, self.obs[learner][rows]))
-                cut[:] = True
-                self._restart()
-            boundaries[t] = cut
-            self.trajectory_length[cut] = 0
-        last = torch.from_numpy(self.obs[self.ghost.learning_team].copy())
-        values[steps].copy_(acting.value(last.to(self.device)))
-        next_values = next_state_values(acting.value, values, ended, bootstraps, self.device)
-        return Rollout(
-            obs,
-            actions,
-            log_probs,
-            values[:-1],
-            torch.from_numpy(rewards),
-            next_values,
-            torch.from_numpy(boundaries),
-            Bootstrap(last, ended, bootstraps),
-        )
-
-    def _restart(self) -> None:
-        """Reset the environment after a team change: new games, unfinished ones not counted."""
-        with self.timers.scope("env_step"):
+    def step(self, c: Collection, clipped: np.ndarray, t: int) -> None:
+        """The opponent's actions beside the learning team's, one step, the ghost's counters;
+        after a team change, the environment reset."""
+        learner, n = self.ghost.learning_team, len(self.first)
+        moves = np.empty((2, n, self.action_size), np.float32)
+        moves[learner] = clipped[0]
+        other = torch.from_numpy(self.obs[1 - learner]).to(self.device)
+        opponent_action = self.opponent.act(other, self.generator)[0]
+        np.clip(opponent_action.cpu().numpy(), -1.0, 1.0, out=moves[1 - learner])
+        for team, name in enumerate(self.behaviors):
+            self.env.set_actions(name, ActionTuple(continuous=moves[team]))
+        self.env.step()
+        self._record(c, t, learner, [self.env.get_steps(name) for name in self.behaviors])
+        team_changed, swapped = self.ghost.advance(n, n)
+        if swapped:
+            self.opponent = self._load_opponent()
+        if team_changed:
+            rows = np.flatnonzero(~c.ended[0, t])
+            c.cuts.append((t, np.zeros(len(rows), np.int64), rows, self.obs[learner][rows]))
+            c.restarted[0] = True
             self.env.reset()
             steps = [self.env.get_steps(name)[0] for name in self.behaviors]
-        for team, decision in enumerate(steps):
-            if not np.array_equal(decision.agent_id, self.agent_ids[team]):
-                raise RuntimeError("agents changed on reset: every agent must decide every step")
-        self.obs = np.stack([d.obs[0] for d in steps])
-        self.episode_return[:] = 0.0
-        self.episode_length[:] = 0
+            for team, decision in enumerate(steps):
+                if not np.array_equal(decision.agent_id, self.agent_ids[team]):
+                    raise RuntimeError(
+                        "agents changed on reset: every agent must decide every step"
+                    )
+            self.obs = np.stack([d.obs[0] for d in steps])
+        c.obs[0] = self.obs[self.ghost.learning_team]
 
-    def _record(
-        self,
-        t: int,
-        learner: int,
-        steps_now: list,
-        rewards: np.ndarray,
-        ended: np.ndarray,
-        bootstraps: Pieces,
-    ) -> None:
-        """One step's rewards, ends, episode returns and game results, both teams at once."""
-        for team, (decision, _) in enumerate(steps_now):
+    def _record(self, c: Collection, t: int, learner: int, steps: list) -> None:
+        """One step's rewards, ends and cuts of the learning team, and its games' results."""
+        for team, (decision, _) in enumerate(steps):
             if not np.array_equal(decision.agent_id, self.agent_ids[team]):
                 raise RuntimeError(
                     "agents changed between steps: every agent must decide every step"
                 )
-        step_reward = np.stack([d.reward for d, _ in steps_now])
-        done = np.zeros(self.num_agents, bool)
-        terminal = steps_now[learner][1]
+        decision, terminal = steps[learner]
+        c.rewards[0, t] = decision.reward
+        n = len(self.first)
         if len(terminal):
-            for team, (_, term) in enumerate(steps_now):
-                step_reward[team, self._index[team](term.agent_id)] = term.reward
-            rows = self._index[learner](terminal.agent_id)
-            done[rows] = True
-            timed_out = terminal.interrupted
-            if timed_out.any():
-                bootstraps.append((t, rows[timed_out], terminal.obs[0][timed_out]))
+            rows = self.indexes[learner](terminal.agent_id)
+            c.rewards[0, t, rows] = terminal.reward
+            c.ended[0, t, rows] = True
+            out = terminal.interrupted
+            if out.any():
+                members = np.zeros(int(out.sum()), np.int64)
+                c.cuts.append((t, members, rows[out], terminal.obs[0][out]))
             results = [result_of(r) for r in terminal.reward.tolist()]
             self.results.extend(results)
             # ML-Agents rates only games that ended: a time-out (interrupted) moves no rating.
             rated = self.ghost.record_games(
-                r for r, cut in zip(results, timed_out, strict=True) if not cut
+                r for r, cut in zip(results, out, strict=True) if not cut
             )
-            self.ratings.extend((self.agent_steps + self.num_agents, elo) for elo in rated)
-        rewards[t] = step_reward[learner]
-        ended[t] = done
-        self.episode_return += step_reward
-        self.episode_length += 1
-        self.trajectory_length += 1
-        self.agent_steps += self.num_agents
-        if done.any():
-            self.episodes.returns.extend(self.episode_return[learner, done].tolist())
-            self.episodes.lengths.extend(self.episode_length[done].tolist())
-            self.episode_return[:, done] = 0.0
-            self.episode_length[done] = 0
-        self.obs = np.stack([d.obs[0] for d, _ in steps_now])
+            self.ratings.extend((self.agent_steps + n, elo) for elo in rated)
+        self.agent_steps += n
+        self.obs = np.stack([d.obs[0] for d, _ in steps])

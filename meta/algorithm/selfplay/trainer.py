@@ -13,10 +13,10 @@ import torch
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.network import Member
-from meta.algorithm.ppo.rollout import Timers
+from meta.algorithm.ppo.rollout import Collector, Timers
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.selfplay.ghost import SUMMARIES, Ghost, SelfPlayState
-from meta.algorithm.selfplay.rollout import TeamCollector, first_team
+from meta.algorithm.selfplay.rollout import Game, first_team
 from meta.algorithm.selfplay.summaries import DECISIVE_STAT, decisive_share, elo_summaries
 from meta.observe.tags import ELO, SUCCESS, WIN_RATE
 
@@ -53,7 +53,8 @@ class GameSession:
             raise ValueError("ppo.buffer_assembly=pieces: games of teams collect whole buffers")
         self.env, self.member, self.cfg = env, member, cfg
         self.ghost = ghost_for(cfg, member.weights(), state, seed, first_team(env))
-        self.collector = TeamCollector(env, member, self.ghost, generator, cfg.time_horizon, timers)
+        self.game = Game(env, member, self.ghost, generator)
+        self.collector = Collector(env, self.game, member, generator, cfg.time_horizon, timers, 1)
 
     def updated(self) -> None:
         """The member's new weights are the ghost's latest."""
@@ -64,17 +65,17 @@ class GameSession:
         channel = getattr(self.env, "stats_channel", None)
         if channel is not None:
             channel.get_and_reset_stats()  # games are counted from the learning team's view
-        games = game_stats(self.collector, self.ghost.current_elo)
+        games = game_stats(self.game, self.ghost.current_elo)
         stats[SUCCESS] = games[WIN_RATE]
         stats.update(games)
         state: SelfPlayState = {"elo": self.ghost.current_elo, "ghost": self.ghost.state_dict()}
-        state[SUMMARIES] = elo_summaries(self.collector.ratings, self.cfg.summary_freq, steps)
+        state[SUMMARIES] = elo_summaries(self.game.ratings, self.cfg.summary_freq, steps)
         return state
 
 
-def game_stats(collector: TeamCollector, elo: float) -> dict[str, float]:
+def game_stats(game: Game, elo: float) -> dict[str, float]:
     """The learning policy's ELO, its team's win rate and the decisive share of its games."""
-    results = np.asarray(collector.results, np.float64)
+    results = np.asarray(game.results, np.float64)
     wins = float((results == 1.0).mean()) if len(results) else float("nan")
-    decisive = decisive_share(collector.results)
+    decisive = decisive_share(game.results)
     return {ELO: elo, WIN_RATE: wins, DECISIVE_STAT: decisive, "games": float(len(results))}
