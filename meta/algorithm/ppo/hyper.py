@@ -5,7 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meta.algorithm.ppo.config import PPOConfig
-from meta.algorithm.schedules import BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
+
+LEARNING_RATE_FLOOR = 1.0e-10
+BETA_FLOOR = 1.0e-5
+EPSILON_FLOOR = 0.1
+
+
+def decayed(schedule: str, initial: float, floor: float, step: int, max_step: int) -> float:
+    """ML-Agents' polynomial (power 1) decay from `initial` to `floor` over `max_step` steps."""
+    if schedule == "constant":
+        return initial
+    if schedule != "linear":
+        raise ValueError(f"unknown schedule {schedule!r} (use 'constant' or 'linear')")
+    fraction = min(step, max_step) / max_step
+    return (initial - floor) * (1.0 - fraction) + floor
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.network import Member
 from meta.algorithm.ppo.policy import FrozenPolicy, Policy
 from meta.algorithm.ppo.rollout import Agents, Collection, id_lookup
-from meta.algorithm.selfplay.elo import result_of
-from meta.algorithm.selfplay.ghost import Ghost
+from meta.algorithm.selfplay.ghost import Ghost, result_of
 
 
 def team_behaviors(env: AgentEnvironment) -> list[str]:
