@@ -10,13 +10,13 @@ first, then those cut at `time_horizon`, each in agent order (the order
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 import torch
 
 from meta.algorithm.ppo.network import Member
-from meta.algorithm.ppo.policy import gaussian_log_probs
 from meta.algorithm.ppo.rollout import Rollout
 
 
@@ -88,17 +88,11 @@ class PieceNormaliser:
         x = (obs - mean) * torch.rsqrt(var + self.policy.epsilon)
         return x.clamp(-5.0, 5.0).to(self.policy.device)
 
-    def dimension_log_probs(self, fresh: Rollout) -> Rollout:
-        """`fresh` (the steps this buffer took) with its actions' log-probabilities per
-        dimension, each by the policy and normaliser it was acted with."""
-        steps, n = fresh.rewards.shape
-        snapshot = torch.tensor(self.acted).repeat_interleave(n)
-        with torch.no_grad():
-            x = self.features(fresh.obs.reshape(steps * n, -1), snapshot)
-            mean = self.policy.mean_from(x)
-            actions = fresh.actions.reshape(steps * n, -1).to(mean.device)
-            logp = gaussian_log_probs(actions, mean, self.policy.log_std)
-        return replace(fresh, log_probs=logp.cpu().reshape(steps, n, -1))
+    def acted_features(self, fresh: Rollout) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The features of `fresh`'s observations (the steps this buffer took, as rows) by the
+        normaliser each step was acted with."""
+        snapshot = torch.tensor(self.acted).repeat_interleave(fresh.rewards.shape[1])
+        return lambda obs: self.features(obs, snapshot)
 
     def valued(self, buffer: Rollout) -> Rollout:
         """The buffer's values and next-state values, each piece's by the policy now with the

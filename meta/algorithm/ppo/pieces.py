@@ -11,6 +11,7 @@ the normaliser on, each piece goes into it as it completes (meta.algorithm.ppo.p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -19,7 +20,7 @@ import torch
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.network import Member
 from meta.algorithm.ppo.piece_values import PieceNormaliser
-from meta.algorithm.ppo.policy import gaussian_log_probs
+from meta.algorithm.ppo.policy import gaussian_log_prob
 from meta.algorithm.ppo.rollout import Bootstrap, Collector, EpisodeLog, Rollout
 
 COLUMNS = ("obs", "actions", "log_probs", "values", "rewards", "next_values", "boundaries")
@@ -85,7 +86,7 @@ class PieceCollector:
             window += ahead
         fresh = concat(parts)
         if self.per_dimension and normaliser is not None:
-            fresh = normaliser.dimension_log_probs(fresh)
+            fresh = dimension_log_probs(self.policy, fresh, normaliser.acted_features(fresh))
         whole = concat([*carried, fresh])
         t = np.arange(window)[:, None]
         buffer = replace(whole, valid=torch.from_numpy((t >= self.first) & (t <= last)))
@@ -126,16 +127,20 @@ def time_slice(rollout: Rollout, start: int) -> Rollout:
     return Rollout(**columns, bootstrap=Bootstrap(b.last_obs, b.ended[start:], pieces))
 
 
-def dimension_log_probs(policy: Member, rollout: Rollout) -> Rollout:
+def dimension_log_probs(
+    policy: Member, rollout: Rollout, features: Callable[[torch.Tensor], torch.Tensor] | None = None
+) -> Rollout:
     """The buffer with its actions' log-probabilities per dimension, (T, n, actions).
 
-    Computed by the member as it acted (the same weights and normaliser statistics, so before
-    the normaliser takes the buffer in): what `ratio=per_dimension` compares each dimension with.
+    Computed by the member as it acted (the same weights and normaliser statistics: before the
+    normaliser takes the buffer in, or the `features` of its rows as they were acted): what
+    `ratio=per_dimension` compares each dimension with.
     """
     steps, n = rollout.rewards.shape
+    obs = rollout.obs.reshape(steps * n, -1)
     with torch.no_grad():
-        obs = rollout.obs.reshape(steps * n, -1).to(policy.device)
-        mean = policy.mean_from(policy.features(obs))
-        actions = rollout.actions.reshape(steps * n, -1).to(policy.device)
-        per_dimension = gaussian_log_probs(actions, mean, policy.log_std)
+        x = policy.features(obs.to(policy.device)) if features is None else features(obs)
+        mean = policy.mean_from(x)
+        actions = rollout.actions.reshape(steps * n, -1).to(mean.device)
+        per_dimension = gaussian_log_prob(actions, mean, policy.log_std, per_dimension=True)
     return replace(rollout, log_probs=per_dimension.cpu().reshape(steps, n, -1))

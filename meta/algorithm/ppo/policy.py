@@ -168,19 +168,12 @@ def _run(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
 
 
 def gaussian_log_prob(
-    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
+    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor, per_dimension: bool = False
 ) -> torch.Tensor:
-    """Log-density of a diagonal Gaussian, summed over action dimensions."""
+    """Log-density of a diagonal Gaussian, summed over action dimensions (or one per dimension)."""
     z = (action - mean) * torch.exp(-log_std)
-    return (-0.5 * z.square() - log_std - 0.5 * LOG_2PI).sum(-1)
-
-
-def gaussian_log_probs(
-    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
-) -> torch.Tensor:
-    """Log-density of a diagonal Gaussian per action dimension, (batch, actions)."""
-    z = (action - mean) * torch.exp(-log_std)
-    return -0.5 * z.square() - log_std - 0.5 * LOG_2PI
+    log_density = -0.5 * z.square() - log_std - 0.5 * LOG_2PI
+    return log_density if per_dimension else log_density.sum(-1)
 
 
 class FrozenPolicy:

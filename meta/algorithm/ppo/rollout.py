@@ -16,7 +16,8 @@ from envs.interface import AgentEnvironment
 from envs.tasks.adapter import ActionError, TaskEnv
 from envs.tasks.core import ACTION_SIZE
 from envs.tasks.stack import CoreStack, parts, stackable_envs
-from meta.algorithm.ppo.policy import FrozenPolicy
+from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.policy import Policy
 from meta.runtime.threads import torch_threads
 
 
@@ -42,17 +43,8 @@ SERIAL_BATCH = 256
 (meta-bench, phases) and costs dearly when another process holds the other core."""
 
 
-class Acting(Protocol):
-    """A policy that acts: its weights packed for acting, and where they are."""
-
-    @property
-    def device(self) -> torch.device:
-        """Where the weights are."""
-        ...
-
-    def frozen(self) -> FrozenPolicy:
-        """The current weights packed for acting."""
-        ...
+Acting = Member | Policy
+"""A policy that acts: its weights packed for acting (`frozen`), and where they are."""
 
 
 class NullTimers:

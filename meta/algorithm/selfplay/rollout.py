@@ -16,9 +16,8 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.network import Member
-from meta.algorithm.ppo.policy import FrozenPolicy, Policy
-from meta.algorithm.ppo.rollout import Agents, Collection, id_lookup
+from meta.algorithm.ppo.policy import FrozenPolicy
+from meta.algorithm.ppo.rollout import Acting, Agents, Collection, id_lookup
 from meta.algorithm.selfplay.ghost import Ghost, result_of
 
 
@@ -49,7 +48,7 @@ class Game(Agents):
     def __init__(
         self,
         env: AgentEnvironment,
-        policy: Member | Policy,
+        policy: Acting,
         ghost: Ghost,
         generator: torch.Generator,
     ) -> None:
