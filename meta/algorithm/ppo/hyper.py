@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from meta.algorithm.ppo.config import PPOConfig
 
@@ -47,12 +47,8 @@ class Hyper:
 
 @dataclass(frozen=True)
 class RunSchedule:
-    """One continuous training cut into chunks: x = (x0 - floor) * (1 - s/S) + floor.
-
-    A chunk that starts after `done` agent-steps of the run asks `at(steps)` for the values
-    after `steps` more of all S. ML-Agents' linear decay (`ModelUtils.DecayedValue`) over one
-    PPO run, which `joint` and `single` are: it reaches each floor at the run's end.
-    """
+    """One continuous training cut into chunks (`joint`, `single`): ML-Agents' linear decay over
+    the whole run of `total` agent-steps, for a chunk that starts after `done` of them."""
 
     start: Hyper
     floors: Hyper
@@ -61,10 +57,5 @@ class RunSchedule:
 
     def at(self, steps: int) -> Hyper:
         """The values after `steps` agent-steps of this chunk."""
-        fraction = 1.0 - min(self.done + steps, self.total) / self.total
-        start, floors = self.start, self.floors
-        return Hyper(
-            (start.learning_rate - floors.learning_rate) * fraction + floors.learning_rate,
-            (start.beta - floors.beta) * fraction + floors.beta,
-            (start.epsilon - floors.epsilon) * fraction + floors.epsilon,
-        )
+        done, pairs = self.done + steps, zip(astuple(self.start), astuple(self.floors), strict=True)
+        return Hyper(*(decayed("linear", x, floor, done, self.total) for x, floor in pairs))

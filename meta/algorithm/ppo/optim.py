@@ -99,7 +99,11 @@ class StackOptimizer:
         if self.kind == "adam" and self.steps[i] > 0:
             step = torch.tensor(float(self.steps[i]))
             slots = {
-                j: {"step": step.clone(), "exp_avg": _cpu(m[i]), "exp_avg_sq": _cpu(v[i])}
+                j: {
+                    "step": step.clone(),
+                    "exp_avg": m[i].cpu().clone(),
+                    "exp_avg_sq": v[i].cpu().clone(),
+                }
                 for j, (m, v) in enumerate(self.moments)
             }
         return state_dict(self.kind, len(self.params), learning_rate, self.eps, True, slots)
@@ -234,8 +238,3 @@ def optimizer_steps(state: OptimizerState | None) -> int:
     if len(steps) > 1:
         raise ValueError(f"an optimizer state whose parameters took {sorted(steps)} steps")
     return steps.pop() if steps else 0
-
-
-def _cpu(x: torch.Tensor) -> torch.Tensor:
-    """A detached copy on the CPU."""
-    return x.detach().to("cpu", copy=True)

@@ -144,13 +144,9 @@ def ppo_update(
     counts = torch.zeros(policy.k, dtype=torch.float64)
     for batch, active in minibatches(buffer, cfg, generators, lengths):
         stats = gradient_step(policy, optimizer, batch, cfg, hyper, losses, worker, active)
-        if active is None:
-            sums += stats.double()
-            counts += 1
-        else:
-            mask = torch.tensor(active, dtype=torch.float64)
-            sums += stats.double().where(mask.bool(), 0.0)
-            counts += mask
+        mask = torch.tensor([True] * policy.k if active is None else active)
+        sums += stats.double().where(mask, 0.0)
+        counts += mask
     means = (sums / counts.clamp_min(1.0)).tolist()
     out: list[dict[str, float] | None] = []
     for i, r in enumerate(rollouts):
