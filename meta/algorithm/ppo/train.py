@@ -133,14 +133,9 @@ def train_stack(
     optimizer = make_optimizer(policy, cfg)
     optimizer.load(stack.optimizer_states)
     generators = [torch.Generator().manual_seed(seed) for seed in stack.seeds]
-    run = _collection(stack, envs, policy, generators, session_for, merge)
-    collectors, episodes, sessions, successes = (
-        run.collectors,
-        run.episodes,
-        run.sessions,
-        run.successes,
+    collectors, episodes, sessions, successes, horizon = _collection(
+        stack, envs, policy, generators, session_for, merge
     )
-    horizon = run.horizon
     histories: list[list[dict[str, float]]] = [[] for _ in range(k)]
     snapshots = [
         {0: policy.weights(i)} if 0 in (stack.snapshots[i] if stack.snapshots else ()) else {}
@@ -211,18 +206,6 @@ def train_stack(
     return out
 
 
-@dataclass
-class _Collection:
-    """How the members' buffers are collected, and what each member's collection reports."""
-
-    collectors: Collection | list[Collecting]
-    episodes: list[EpisodeLog]
-    sessions: list[Session | None]
-    successes: list[SuccessLog]
-    horizon: int
-    """Environment steps per buffer."""
-
-
 def _collection(
     stack: Stack,
     envs: Sequence[AgentEnvironment],
@@ -230,10 +213,12 @@ def _collection(
     generators: list[torch.Generator],
     session_for: SessionFor | None,
     merge: bool,
-) -> _Collection:
+) -> tuple[
+    Collection | list[Collecting], list[EpisodeLog], list[Session | None], list[SuccessLog], int
+]:
     """Each member's session and collector, or one collection of all where every member
     collects fixed buffers with PPO's own collector (built-in tasks of one family merged into
-    one core where `merge`)."""
+    one core where `merge`); the members' episodes and successes, and the steps per buffer."""
     cfg, k = stack.cfg, len(envs)
     channels = [getattr(env, "stats_channel", None) for env in envs]
     for channel in channels:
@@ -261,8 +246,13 @@ def _collection(
         episodes, agents = [c.episodes for c in collectors], {c.num_agents for c in collectors}
     if len(agents) != 1:
         raise ValueError(AGENT_COUNTS)
-    horizon = max(math.ceil(cfg.buffer_size / agents.pop()), 1)
-    return _Collection(collectors, episodes, sessions, successes, horizon)
+    return (
+        collectors,
+        episodes,
+        sessions,
+        successes,
+        max(math.ceil(cfg.buffer_size / agents.pop()), 1),
+    )
 
 
 def make_optimizer(policy: PolicyStack, cfg: PPOConfig) -> StackOptimizer:
