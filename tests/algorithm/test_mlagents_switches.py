@@ -16,7 +16,7 @@ from meta.algorithm.ppo.loss import clipped_policy_loss
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.pieces import dimension_log_probs
-from meta.algorithm.ppo.policy import Normalizer, Policy, gaussian_log_prob, make_policy, policy_for
+from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy, policy_for
 from meta.algorithm.ppo.rollout import Collector, Rollout
 from meta.algorithm.ppo.update import flat_buffer, minibatches
 from meta.observe.tags import LEARNING_RATE, POLICY_LOSS
@@ -138,30 +138,12 @@ def test_after_buffer_timing_reads_the_schedule_after_the_buffers_steps() -> Non
     assert [u[LEARNING_RATE] for u in updates] == [1e-3 * (1 + s) for s in (256, 512, 768)]
 
 
-def test_normaliser_prior_is_mlagents_one_observation_at_mean_0_variance_1() -> None:
-    normalizer = Normalizer(1)
-    normalizer.prime(1)
-    normalizer.update(torch.tensor([[2.0], [4.0]]))
-    # ML-Agents: steps 1 -> 3, mean 0 + (2 + 4) / 3 = 2, running variance
-    # 1 + (2 - 2)(2 - 0) + (4 - 2)(4 - 0) = 9, divided by its steps: 3
-    assert (normalizer.count.item(), normalizer.mean.item(), normalizer.var.item()) == (
-        3.0,
-        pytest.approx(2.0),
-        pytest.approx(3.0),
-    )
-    normalizer.prime(1)  # statistics already gathered are kept
-    assert normalizer.count.item() == 3.0
-    fresh = Normalizer(1)
-    fresh.prime(0)
-    fresh.update(torch.tensor([[2.0], [4.0]]))
-    assert (fresh.count.item(), fresh.mean.item(), fresh.var.item()) == (2.0, 3.0, 1.0)
-
-
 @pytest.mark.parametrize("k", [1, 3])
 def test_a_stacks_normalisers_take_the_prior_and_their_own_observations(k: int) -> None:
     # member i sees (2, 4) times s = 1 + i after the prior (1 observation, mean 0, variance 1):
     # count 3, mean 6 s / 3 = 2 s, variance (1 + 2 s^2 + (3 s)^2 * 2 / 3) / 3 = (1 + 8 s^2) / 3
-    # (3, as above, for s = 1); a member that has statistics already keeps its count
+    # (ML-Agents' 1 + 8 s^2 running variance over its 3 steps); a member that has statistics
+    # already keeps its count
     policy = make_policy(1, 2, dataclasses.replace(NETWORK, normalize=True), 0)
     stack = PolicyStack([policy.state_dict()] * k, True, 1e-8, "cpu")
     scale = torch.arange(1.0, k + 1.0)[:, None, None]
@@ -175,6 +157,11 @@ def test_a_stacks_normalisers_take_the_prior_and_their_own_observations(k: int) 
     member = stack.member(k - 1)
     member.prime(5)
     assert float(member.count) == 4.0
+    fresh = PolicyStack([policy.state_dict()] * k, True, 1e-8, "cpu")
+    fresh.update_normalizer(torch.tensor([[[2.0], [4.0]]]).expand(k, 2, 1), prior=0)
+    assert fresh.buffers["normalizer.count"].tolist() == [2.0] * k  # no prior: (2, 4) alone
+    assert fresh.buffers["normalizer.mean"][:, 0].tolist() == [3.0] * k
+    assert fresh.buffers["normalizer.var"][:, 0].tolist() == [1.0] * k
 
 
 def test_per_dimension_log_probs_are_the_acting_policys_and_sum_to_its_joint() -> None:

@@ -57,13 +57,6 @@ class Normalizer(nn.Module):
         )
         self.count.copy_(total)
 
-    @torch.no_grad()
-    def prime(self, count: int) -> None:
-        """Start a fresh normaliser (no observations yet) from `count` observations at mean 0,
-        variance 1, as ML-Agents' starts from one; statistics already gathered are kept."""
-        if count > 0 and float(self.count) == 0.0:
-            self.count.fill_(float(count))
-
 
 def mlp(inputs: int, hidden: int, layers: int, outputs: int, out_gain: float) -> nn.Sequential:
     """MLP with SiLU (ML-Agents' Swish) and orthogonal init; `out_gain` scales the last layer."""
