@@ -50,11 +50,6 @@ class PieceCollector:
         return self.collector.num_agents
 
     @property
-    def device(self) -> torch.device:
-        """Where the policy acts."""
-        return self.collector.device
-
-    @property
     def episodes(self) -> EpisodeLog:
         """The episodes finished so far."""
         return self.collector.episodes
@@ -96,11 +91,6 @@ class PieceCollector:
         self.carry = time_slice(buffer, start) if start < window else None
         self.first = last + 1 - start
         return buffer
-
-    @property
-    def values_pieces(self) -> bool:
-        """True: the buffers come valued as ML-Agents values them, the normaliser already moved."""
-        return self.normaliser is not None
 
 
 def concat(parts: list[Rollout]) -> Rollout:

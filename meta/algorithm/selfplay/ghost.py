@@ -88,11 +88,6 @@ class Ghost:
         """The learning policy's rating."""
         return self.policy_elos[-1]
 
-    @property
-    def opponent_elo(self) -> float:
-        """The rating of the opponent being played."""
-        return self.policy_elos[self.current_opponent]
-
     def publish(self, weights: Weights) -> None:
         """The learning policy changed (after an update): its new weights are the latest."""
         self.current_snapshot = cpu_copy(weights)
