@@ -216,23 +216,14 @@ def flat_buffer(
     Features are the observations normalised once: the normaliser only moves between updates.
     """
     whole = cfg.buffer_assembly != "pieces" and all(r is not None for r in rollouts)
-    if whole:
-        columns = {
-            name: torch.stack([getattr(r, name) for r in rollouts], 1)
-            for name in ("rewards", "values", "next_values", "boundaries")
-        }
-        # GAE runs over time for all members at once: (T, k, n)
-        advantages, every_return = compute_gae(
-            columns["rewards"],
-            columns["values"],
-            columns["next_values"],
-            columns["boundaries"],
-            cfg.gamma,
-            cfg.lambd,
+    gae: list[tuple[torch.Tensor, torch.Tensor] | None]
+    if whole:  # GAE runs over time for all members at once: (T, k, n)
+        columns = ("rewards", "values", "next_values", "boundaries")
+        rewards, values, after, cut = (
+            torch.stack([getattr(x, c) for x in rollouts], 1) for c in columns
         )
-        gae: list[tuple[torch.Tensor, torch.Tensor] | None] = [
-            (advantages[:, i], every_return[:, i]) for i in range(len(rollouts))
-        ]
+        advantages, every_return = compute_gae(rewards, values, after, cut, cfg.gamma, cfg.lambd)
+        gae = [(advantages[:, i], every_return[:, i]) for i in range(len(rollouts))]
     else:
         gae = [
             None
