@@ -1,4 +1,4 @@
-"""meta/algorithm/selfplay/rollout.py: team changes reset the games; time-outs rate nothing."""
+"""selfplay/trainer.py's Game: team changes reset the games; time-outs rate nothing."""
 
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import Ghost
-from meta.algorithm.selfplay.rollout import Game, first_team
 from meta.algorithm.selfplay.summaries import decisive_share, elo_summaries, summary_mean
-from meta.algorithm.selfplay.trainer import GameSession
+from meta.algorithm.selfplay.trainer import Game, GameSession, first_team
 
 
 def collector(cfg: SelfPlayConfig, **params: float) -> tuple[Collector, Game]:

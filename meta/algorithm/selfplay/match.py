@@ -10,7 +10,7 @@ from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.policy import FrozenPolicy, Policy
-from meta.algorithm.selfplay.rollout import team_behaviors
+from meta.algorithm.selfplay.trainer import team_behaviors
 
 RANDOM = "random"
 """The reference opponent that moves uniformly at random in [-1, 1]^2."""
