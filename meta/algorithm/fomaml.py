@@ -17,6 +17,7 @@ import torch
 
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
+from meta.algorithm.learner import Reptile
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import PolicyStack
@@ -25,9 +26,21 @@ from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.update import buffer_gradient
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import NORMALIZER_PREFIX, interpolate
+from meta.algorithm.request import TrainResult
 
-FOMAML = "fomaml"
 _QUERY = 0x0F0A
+
+
+class FOMAML(Reptile):
+    """Each training also measures PPO's gradient at φ_i; θ <- θ − ε·mean_i g_i."""
+
+    name = "fomaml"
+    meta_gradient = True
+
+    def update(self, theta: Weights, results: list[TrainResult], outer_lr: float) -> Weights:
+        """Step θ along the mean meta-gradient (the normaliser moves as Reptile moves it)."""
+        gradients = [r.meta_gradient for r in results if r.meta_gradient is not None]
+        return fomaml_update(theta, [r.weights for r in results], gradients, outer_lr)
 
 
 def query_seed(seed: int) -> int:

@@ -1,4 +1,4 @@
-"""What a meta-learner is: the trainings a meta-step needs, how θ moves, what carries over.
+"""What a meta-learner is (the trainings a meta-step needs, how θ moves, what carries on); Reptile.
 
 A `MetaLearner` is told the run's configuration once. Each meta-step it draws its tasks
 (`tasks`), describes the trainings they need as `TrainRequest`s (`requests`), and, from the
@@ -6,7 +6,8 @@ results in the requests' order, gives the new θ (`update`) and the state the ne
 continues (`optimizer_after`, `self_play_after`). Requests of a chain (`chained`) run one
 after the other, each continuing what the previous one left (`continued`); the others may run
 side by side. Subclasses override what differs, as supervised-reptile's `FOMAML(Reptile)`
-does; `meta.algorithm.registry` maps each `meta.algorithm` to its class.
+does (meta.algorithm.fomaml; joint's and single's one PPO run: meta.algorithm.joint);
+`meta.algorithm.registry` maps each `meta.algorithm` to its class.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.reptile import Task, TaskSampler, Weights, inner_seed
+from meta.algorithm.reptile import Task, TaskSampler, Weights, inner_seed, reptile_update
 from meta.algorithm.request import OptimizerState, SelfPlayState, TrainRequest, TrainResult
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import elo_only, run_state_after
@@ -48,9 +49,8 @@ class MetaLearner:
         self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
     ) -> list[Task]:
         """The meta-step's tasks: one per inner training."""
-        return [
-            _with(sampler.sample(rng), env_params) for _ in range(self.cfg.meta.meta_batch_size)
-        ]
+        batch = self.cfg.meta.meta_batch_size
+        return [sampler.sample(rng).with_params(env_params) for _ in range(batch)]
 
     def requests(
         self,
@@ -111,6 +111,11 @@ class MetaLearner:
         return run_state_after(state, after, self.continuous, initial)
 
 
-def _with(task: Task, env_params: dict[str, float]) -> Task:
-    """The task with the curriculum's environment parameters of this meta-step."""
-    return Task(task.family, {**task.params, **env_params})
+class Reptile(MetaLearner):
+    """θ <- θ + ε·(mean_i φ_i − θ), each φ_i an inner training from θ (Nichol et al. 2018)."""
+
+    name = "reptile"
+
+    def update(self, theta: Weights, results: list[TrainResult], outer_lr: float) -> Weights:
+        """Interpolate θ towards the trained weights."""
+        return reptile_update(theta, [r.weights for r in results], outer_lr)

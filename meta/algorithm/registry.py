@@ -2,8 +2,7 @@
 
 An entry names its class by import path, so that checking a configuration loads neither torch
 nor the learners (meta-train refuses a bad value in a moment); the few traits the config's
-checks need sit beside it. A new meta-learner is a file in `meta/algorithm/learners/` and one
-line here.
+checks need sit beside it. A new meta-learner is a subclass and one line here.
 """
 
 from __future__ import annotations
@@ -32,14 +31,14 @@ class Entry:
 
 
 LEARNERS: dict[str, Entry] = {
-    "reptile": Entry("meta.algorithm.learners.reptile:Reptile"),
+    "reptile": Entry("meta.algorithm.learner:Reptile"),
     "fomaml": Entry(
-        "meta.algorithm.learners.fomaml:FOMAML",
+        "meta.algorithm.fomaml:FOMAML",
         interpolates=False,
         no_games="FOMAML's meta-gradient is one behavior's PPO loss",
     ),
-    "joint": Entry("meta.algorithm.learners.joint:Joint", joint_baseline=True),
-    "single": Entry("meta.algorithm.learners.single:Single"),
+    "joint": Entry("meta.algorithm.joint:Joint", joint_baseline=True),
+    "single": Entry("meta.algorithm.joint:Single"),
 }
 
 

@@ -12,7 +12,6 @@ import torch
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.schedules import annealed, interpolated
 from meta.config import MetaConfig, TaskConfig
 
 NORMALIZER_PREFIX = "normalizer."
@@ -58,6 +57,10 @@ class Task:
 
     family: str
     params: dict[str, float]
+
+    def with_params(self, params: Mapping[str, float]) -> Task:
+        """The task with some parameters set (the curriculum's of a meta-step)."""
+        return Task(self.family, {**self.params, **params})
 
     def params_json(self) -> str:
         """Parameters as a compact JSON object (one CSV cell)."""
@@ -128,6 +131,17 @@ def _check_param(where: str, family: str, name: str, value: object) -> None:
         envs.family(family).validate({name: value})
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
+
+
+def annealed(initial: float, meta_step: int, meta_steps: int, floor: float) -> float:
+    """Across meta-steps: x_k = x_0 * (1 - k/K), never below `floor`."""
+    return max(initial * (1.0 - meta_step / meta_steps), floor)
+
+
+def interpolated(start: float, end: float, meta_step: int, meta_steps: int) -> float:
+    """Linear interpolation from `start` at k=0 towards `end` at k=K (Reptile's frac_done)."""
+    frac_done = meta_step / meta_steps
+    return frac_done * end + (1.0 - frac_done) * start
 
 
 def inner_hyper(ppo: PPOConfig, meta: MetaConfig, meta_step: int) -> Hyper:

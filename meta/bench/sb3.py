@@ -17,9 +17,9 @@ from torch import nn
 
 import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.hyper import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest
-from meta.algorithm.schedules import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
 from meta.algorithm.training import train
 from meta.evaluation.episodes import Act, run_episodes
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from meta.algorithm.ppo.config import NetworkConfig
-from meta.algorithm.ppo.optim import Adam
+from meta.algorithm.ppo.optim import state_dict
 from meta.algorithm.ppo.weights import Weights
 
 POLICY, GLOBAL_STEP = "Policy", "global_step"
@@ -162,8 +162,7 @@ def _normalizer_out(theta: Weights) -> dict[str, torch.Tensor]:
 
 def _fresh_adam(count: int) -> dict[str, Any]:
     """The state_dict of a new Adam over `count` parameters, as ML-Agents' PPO creates it."""
-    params = [torch.nn.Parameter(torch.zeros(())) for _ in range(count)]
-    return Adam(params, lr=ADAM_LR).state_dict()
+    return state_dict("adam", count, ADAM_LR)
 
 
 def from_mlagents(

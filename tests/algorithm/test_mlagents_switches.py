@@ -14,9 +14,9 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import clipped_policy_loss
 from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.optim import SGD, Adam, Optimizer, StackOptimizer
+from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.pieces import dimension_log_probs
-from meta.algorithm.ppo.policy import Normalizer, Policy, gaussian_log_prob, make_policy, policy_for
+from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy, policy_for
 from meta.algorithm.ppo.rollout import Collector, Rollout
 from meta.algorithm.ppo.update import flat_buffer, minibatches
 from meta.observe.tags import LEARNING_RATE, POLICY_LOSS
@@ -116,10 +116,10 @@ def test_buffer_normalisation_is_population_std_once_before_the_epochs() -> None
 def test_adam_epsilon_is_the_configured_one() -> None:
     cfg = dataclasses.replace(SMALL, adam_epsilon=1e-8)
     one = optimizer_for(stack_of(_policy()), cfg)  # a training's own (train.make_optimizer)
-    assert one.single is not None and one.single.group["eps"] == 1e-8
+    assert one.eps == 1e-8 and one.member_state(0, 1.0)["param_groups"][0]["eps"] == 1e-8
     three = optimizer_for(stack_of(_policy(), _policy(), _policy()), cfg)
-    assert three.single is None and three.eps == 1e-8
-    assert optimizer_for(stack_of(_policy()), SMALL).single.group["eps"] == 1e-7  # type: ignore[union-attr]
+    assert three.eps == 1e-8
+    assert optimizer_for(stack_of(_policy()), SMALL).eps == 1e-7
 
 
 def test_after_buffer_timing_reads_the_schedule_after_the_buffers_steps() -> None:
@@ -138,30 +138,12 @@ def test_after_buffer_timing_reads_the_schedule_after_the_buffers_steps() -> Non
     assert [u[LEARNING_RATE] for u in updates] == [1e-3 * (1 + s) for s in (256, 512, 768)]
 
 
-def test_normaliser_prior_is_mlagents_one_observation_at_mean_0_variance_1() -> None:
-    normalizer = Normalizer(1)
-    normalizer.prime(1)
-    normalizer.update(torch.tensor([[2.0], [4.0]]))
-    # ML-Agents: steps 1 -> 3, mean 0 + (2 + 4) / 3 = 2, running variance
-    # 1 + (2 - 2)(2 - 0) + (4 - 2)(4 - 0) = 9, divided by its steps: 3
-    assert (normalizer.count.item(), normalizer.mean.item(), normalizer.var.item()) == (
-        3.0,
-        pytest.approx(2.0),
-        pytest.approx(3.0),
-    )
-    normalizer.prime(1)  # statistics already gathered are kept
-    assert normalizer.count.item() == 3.0
-    fresh = Normalizer(1)
-    fresh.prime(0)
-    fresh.update(torch.tensor([[2.0], [4.0]]))
-    assert (fresh.count.item(), fresh.mean.item(), fresh.var.item()) == (2.0, 3.0, 1.0)
-
-
 @pytest.mark.parametrize("k", [1, 3])
 def test_a_stacks_normalisers_take_the_prior_and_their_own_observations(k: int) -> None:
     # member i sees (2, 4) times s = 1 + i after the prior (1 observation, mean 0, variance 1):
     # count 3, mean 6 s / 3 = 2 s, variance (1 + 2 s^2 + (3 s)^2 * 2 / 3) / 3 = (1 + 8 s^2) / 3
-    # (3, as above, for s = 1); a member that has statistics already keeps its count
+    # (ML-Agents' 1 + 8 s^2 running variance over its 3 steps); a member that has statistics
+    # already keeps its count
     policy = make_policy(1, 2, dataclasses.replace(NETWORK, normalize=True), 0)
     stack = PolicyStack([policy.state_dict()] * k, True, 1e-8, "cpu")
     scale = torch.arange(1.0, k + 1.0)[:, None, None]
@@ -175,6 +157,11 @@ def test_a_stacks_normalisers_take_the_prior_and_their_own_observations(k: int) 
     member = stack.member(k - 1)
     member.prime(5)
     assert float(member.count) == 4.0
+    fresh = PolicyStack([policy.state_dict()] * k, True, 1e-8, "cpu")
+    fresh.update_normalizer(torch.tensor([[[2.0], [4.0]]]).expand(k, 2, 1), prior=0)
+    assert fresh.buffers["normalizer.count"].tolist() == [2.0] * k  # no prior: (2, 4) alone
+    assert fresh.buffers["normalizer.mean"][:, 0].tolist() == [3.0] * k
+    assert fresh.buffers["normalizer.var"][:, 0].tolist() == [1.0] * k
 
 
 def test_per_dimension_log_probs_are_the_acting_policys_and_sum_to_its_joint() -> None:
@@ -264,22 +251,20 @@ def test_action_scale_steps_the_mean_layer_as_mlagents_units_would(kind: str) ->
     # ours: w with actions w.x; ML-Agents': p = 3 w with actions (p.x) / 3, torch's own optimizer
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(16, 4, generator=g), torch.randn(16, generator=g)
-    w = torch.nn.Parameter(0.1 * torch.randn(4, generator=g))
-    p = torch.nn.Parameter(3.0 * w.detach().clone())
-    ours: Optimizer = (
-        Adam([w], lr=1e-2, eps=1e-8, scaled=[w], scale=3.0)
-        if kind == "adam"
-        else SGD([w], lr=1e-2, scaled=[w], scale=3.0)
-    )
+    w = torch.nn.Parameter(0.1 * torch.randn(1, 4, generator=g))  # a stack of one
+    p = torch.nn.Parameter(3.0 * w.detach()[0].clone())
+    ours = StackOptimizer([w], kind, 1e-8, [w], 3.0)
     theirs = (
         torch.optim.Adam([p], lr=1e-2, eps=1e-8) if kind == "adam" else torch.optim.SGD([p], 1e-2)
     )
     for _ in range(5):
-        for opt, mean in ((ours, x @ w), (theirs, (x @ p) / 3.0)):
-            opt.zero_grad()
-            (mean - y).square().mean().backward()
-            opt.step()
-        torch.testing.assert_close(w.detach(), p.detach() / 3.0, rtol=1e-5, atol=1e-7)
+        ours.zero_grad()
+        (x @ w[0] - y).square().mean().backward()
+        ours.step([1e-2])
+        theirs.zero_grad()
+        ((x @ p) / 3.0 - y).square().mean().backward()
+        theirs.step()
+        torch.testing.assert_close(w.detach()[0], p.detach() / 3.0, rtol=1e-5, atol=1e-7)
     assert not torch.equal(w.detach(), p.detach())
 
 
@@ -314,10 +299,6 @@ def test_action_scale_reaches_only_the_mean_layer(k: int) -> None:
     scaled = {key for key, scale in optimizer.scale_of.items() if scale != 1.0}
     assert scaled == mean_layer and {optimizer.scale_of[key] for key in scaled} == {3.0}
     assert {s for s in optimizer_for(policy, SMALL).scale_of.values()} == {1.0}
-    if k == 1:
-        assert optimizer.single is not None
-        assert optimizer.single.scaled == mean_layer and optimizer.single.scale == 3.0
-        assert optimizer_for(policy, SMALL).single.scaled == set()  # type: ignore[union-attr]
 
 
 def test_normaliser_epsilon_zero_divides_by_the_standard_deviation_itself() -> None:

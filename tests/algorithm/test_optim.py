@@ -1,4 +1,4 @@
-"""The optimizers step as torch.optim's do, share their state_dicts, and skip torch._dynamo."""
+"""The optimizer steps as torch.optim's does, shares its state_dicts, and skips torch._dynamo."""
 
 from __future__ import annotations
 
@@ -19,23 +19,16 @@ from meta.algorithm.ppo import optim
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.loss import ADAM_EPS
 from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.optim import SGD, Adam, Optimizer, StackOptimizer, optimizer_steps
+from meta.algorithm.ppo.optim import StackOptimizer, optimizer_steps
 from meta.algorithm.ppo.policy import Policy, policy_for
 from tests.algorithm.stacking import optimizer_for, stack_of
 from tests.algorithm.test_stacks import TOLERANCE
 
-Make = Callable[[Policy, float], object]
+Make = Callable[[Policy, float], torch.optim.Optimizer]
 TORCH: dict[str, Make] = {
     "adam": lambda p, lr: torch.optim.Adam(p.parameters(), lr=lr, eps=ADAM_EPS, fused=True),
     "sgd": lambda p, lr: torch.optim.SGD(p.parameters(), lr=lr),
 }
-
-
-def make_optimizer(model: Policy, lr: float, kind: str = "adam") -> Optimizer:
-    """What a single training steps with: fused Adam at ADAM_EPS, or plain SGD."""
-    if kind == "sgd":
-        return SGD(model.parameters(), lr=lr)
-    return Adam(model.parameters(), lr=lr, eps=ADAM_EPS, fused=True)
 
 
 def policy(seed: int = 3) -> Policy:
@@ -43,16 +36,24 @@ def policy(seed: int = 3) -> Policy:
     return policy_for(envs.make("FindTarget", num_areas=2, seed=0), NetworkConfig(32), seed=seed)
 
 
-def steps(model: Policy, optimizer: object, count: int, first: int = 0) -> None:
-    """Gradient steps on fixed batches, the learning rate changed before each (log_std unused)."""
+def _loss(model: Policy | PolicyStack, features: torch.Tensor) -> torch.Tensor:
+    """A loss of every parameter."""
+    return (
+        model.mean_from(features).square().sum()
+        + model.value_from(features).sum()
+        + model.log_std.sum()
+    )
+
+
+def steps(model: Policy, optimizer: torch.optim.Optimizer, count: int, first: int = 0) -> None:
+    """Gradient steps on fixed batches, the learning rate changed before each."""
     for i in range(first, first + count):
         features = torch.randn(64, 10, generator=torch.Generator().manual_seed(i))
-        optimizer.zero_grad()  # type: ignore[attr-defined]
-        loss = model.mean_from(features).square().sum() + model.value_from(features).sum()
-        loss.backward()
-        for group in optimizer.param_groups:  # type: ignore[attr-defined]
+        optimizer.zero_grad()
+        _loss(model, features).backward()
+        for group in optimizer.param_groups:
             group["lr"] = 1e-3 / (1 + i)
-        optimizer.step()  # type: ignore[attr-defined]
+        optimizer.step()
 
 
 def assert_same_state(ours: dict, theirs: dict) -> None:
@@ -67,45 +68,39 @@ def assert_same_state(ours: dict, theirs: dict) -> None:
             assert torch.equal(mine, value), (index, key)
 
 
-@pytest.mark.parametrize("kind", ["adam", "sgd"])
-def test_steps_and_state_equal_torch_optim_bit_for_bit(kind: str) -> None:
-    a, b = policy(), policy()
-    ours, theirs = make_optimizer(a, 1e-3, kind), TORCH[kind](b, 1e-3)
-    assert_same_state(ours.state_dict(), theirs.state_dict())  # type: ignore[attr-defined]
-    steps(a, ours, 5)
-    steps(b, theirs, 5)
-    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
-    assert a.log_std.grad is None and not any(
-        torch.equal(x, y)
-        for x, y in zip(a.parameters(), policy().parameters(), strict=True)
-        if x is not a.log_std
-    )
-    assert_same_state(ours.state_dict(), theirs.state_dict())  # type: ignore[attr-defined]
-    assert len(ours.state_dict()["state"]) == (len(list(a.parameters())) - 1) * (kind == "adam")
+def test_a_fresh_state_is_torch_optims() -> None:
+    for kind in ("adam", "sgd"):
+        ours = optimizer_for(stack_of(policy()), PPOConfig(optimizer=kind, adam_epsilon=ADAM_EPS))
+        assert_same_state(ours.member_state(0, 1e-3), TORCH[kind](policy(), 1e-3).state_dict())
 
 
 @pytest.mark.parametrize("direction", ["torch into ours", "ours into torch"])
 def test_a_state_dict_of_either_continues_in_the_other(direction: str) -> None:
+    # a stack of one, bit for bit
+    cfg = PPOConfig(adam_epsilon=ADAM_EPS)
+    model = policy()
+    if direction == "torch into ours":
+        first = TORCH["adam"](model, 1e-3)
+        steps(model, first, 3)
+        state = first.state_dict()
+    else:
+        stack = stack_of(model)
+        ours = optimizer_for(stack, cfg)
+        stack_steps(stack, ours, 3)
+        model.load_state_dict(stack.weights(0))
+        state = ours.member_state(0, 1e-3 / 3)
     a, b = policy(), policy()
-    first = torch.optim.Adam(a.parameters(), lr=1e-3, eps=ADAM_EPS, fused=True)
-    if direction == "ours into torch":
-        first = Adam(a.parameters(), lr=1e-3, eps=ADAM_EPS, fused=True)  # type: ignore[assignment]
-    steps(a, first, 3)
-    b.load_state_dict(a.state_dict())
-    second = make_optimizer(b, 0.5) if direction == "torch into ours" else TORCH["adam"](b, 0.5)
-    second.load_state_dict(copy.deepcopy(first.state_dict()))  # type: ignore[attr-defined]
-    assert second.param_groups[0]["lr"] == first.param_groups[0]["lr"]  # type: ignore[attr-defined]
-    steps(a, first, 3, first=3)
-    steps(b, second, 3, first=3)
+    a.load_state_dict(model.state_dict())
+    theirs = TORCH["adam"](a, 0.5)
+    theirs.load_state_dict(copy.deepcopy(state))
+    steps(a, theirs, 3, first=3)
+    stack = stack_of(model)
+    ours = optimizer_for(stack, cfg)
+    ours.load([copy.deepcopy(state)])
+    stack_steps(stack, ours, 3, first=3)
+    b.load_state_dict(stack.weights(0))
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
-
-
-def test_a_state_dict_for_other_parameters_is_refused() -> None:
-    ours = make_optimizer(policy(), 1e-3)
-    other = Adam([torch.nn.Parameter(torch.zeros(2))], lr=1e-3)
-    with pytest.raises(ValueError, match="optimizer state for \\[1\\] parameters"):
-        ours.load_state_dict(other.state_dict())
-    assert SGD([torch.nn.Parameter(torch.zeros(2))], lr=1.0).state_dict()["state"] == {}
+    assert_same_state(ours.member_state(0, 1e-3 / 6), theirs.state_dict())
 
 
 @pytest.mark.integration
@@ -151,28 +146,26 @@ def test_the_private_step_functions_take_exactly_the_arguments_optim_passes(name
 
 
 def stack_steps(stack: PolicyStack, optimizer: StackOptimizer, count: int, first: int = 0) -> None:
-    """`steps` for every member of a stack: member i at learning rate (1 + i) times member 0's
-    (log_std unused)."""
+    """`steps` for every member of a stack: member i at learning rate (1 + i) times member 0's."""
     for i in range(first, first + count):
         features = torch.randn(64, 10, generator=torch.Generator().manual_seed(i))
         x = features.expand(stack.k, 64, 10)
         optimizer.zero_grad()
-        loss = stack.mean_from(x).square().sum() + stack.value_from(x).sum()
-        loss.backward()
-        stack.params["log_std"].grad = None
+        _loss(stack, x).backward()
         optimizer.step([(1 + m) * 1e-3 / (1 + i) for m in range(stack.k)])
 
 
-def _scaled_steps(model: Policy, optimizer: object, count: int, factor: float) -> None:
+def _scaled_steps(
+    model: Policy, optimizer: torch.optim.Optimizer, count: int, factor: float
+) -> None:
     """`steps` at `factor` times their learning rates."""
     for i in range(count):
         features = torch.randn(64, 10, generator=torch.Generator().manual_seed(i))
-        optimizer.zero_grad()  # type: ignore[attr-defined]
-        loss = model.mean_from(features).square().sum() + model.value_from(features).sum()
-        loss.backward()
-        for group in optimizer.param_groups:  # type: ignore[attr-defined]
+        optimizer.zero_grad()
+        _loss(model, features).backward()
+        for group in optimizer.param_groups:
             group["lr"] = factor * 1e-3 / (1 + i)
-        optimizer.step()  # type: ignore[attr-defined]
+        optimizer.step()
 
 
 @pytest.mark.parametrize("kind", ["adam", "sgd"])
@@ -187,7 +180,7 @@ def test_a_stack_of_one_steps_as_torch_optim_bit_for_bit_and_of_three_to_roundin
     theirs = TORCH[kind](alone, 1e-3)
     steps(alone, theirs, 5)
     assert all(torch.equal(one.weights(0)[k], v) for k, v in alone.state_dict().items())
-    assert_same_state(optimizer.member_state(0, 1e-3 / 5), theirs.state_dict())  # type: ignore[attr-defined]
+    assert_same_state(optimizer.member_state(0, 1e-3 / 5), theirs.state_dict())
     three = stack_of(policy(), policy(4), policy(5))
     optimizer = optimizer_for(three, cfg)
     stack_steps(three, optimizer, 5)
@@ -198,7 +191,7 @@ def test_a_stack_of_one_steps_as_torch_optim_bit_for_bit_and_of_three_to_roundin
         for key, value in alone.state_dict().items():
             torch.testing.assert_close(three.weights(i)[key], value, rtol=0, atol=TOLERANCE)
         state = optimizer.member_state(i, (1 + i) * 1e-3 / 5)
-        want = theirs.state_dict()  # type: ignore[attr-defined]
+        want = theirs.state_dict()
         assert state["param_groups"] == want["param_groups"]
         assert optimizer_steps(state) == optimizer_steps(want) == (5 if kind == "adam" else 0)
         for index, slots in want["state"].items():
@@ -220,7 +213,7 @@ def test_a_stack_continues_each_members_state_at_its_own_step_count() -> None:
         if taken:
             first = TORCH["adam"](model, 1e-3)
             steps(model, first, taken)
-            state = copy.deepcopy(first.state_dict())  # type: ignore[attr-defined]
+            state = copy.deepcopy(first.state_dict())
         before.append((model, state))
     stack = stack_of(*(m for m, _ in before))
     optimizer = optimizer_for(stack, cfg)
@@ -233,18 +226,18 @@ def test_a_stack_continues_each_members_state_at_its_own_step_count() -> None:
         alone.load_state_dict(model.state_dict())
         theirs = TORCH["adam"](alone, 1e-3)
         if state is not None:
-            theirs.load_state_dict(copy.deepcopy(state))  # type: ignore[attr-defined]
+            theirs.load_state_dict(copy.deepcopy(state))
         for j in range(3, 6):
             features = torch.randn(64, 10, generator=torch.Generator().manual_seed(j))
             theirs.zero_grad()
-            (alone.mean_from(features).square().sum() + alone.value_from(features).sum()).backward()
+            _loss(alone, features).backward()
             for group in theirs.param_groups:
                 group["lr"] = (1 + i) * 1e-3 / (1 + j)
             theirs.step()
         for key, value in alone.state_dict().items():
             torch.testing.assert_close(stack.weights(i)[key], value, rtol=0, atol=TOLERANCE)
         assert optimizer_steps(optimizer.member_state(i, 1e-3)) == optimizer_steps(
-            theirs.state_dict()  # type: ignore[attr-defined]
+            theirs.state_dict()
         )
     one = stack_of(before[0][0])
     single = optimizer_for(one, cfg)
@@ -253,7 +246,7 @@ def test_a_stack_continues_each_members_state_at_its_own_step_count() -> None:
     alone = policy()
     alone.load_state_dict(before[0][0].state_dict())
     theirs = TORCH["adam"](alone, 1e-3)
-    theirs.load_state_dict(copy.deepcopy(before[0][1]))  # type: ignore[attr-defined]
+    theirs.load_state_dict(copy.deepcopy(before[0][1]))
     steps(alone, theirs, 3, first=3)
     assert all(torch.equal(one.weights(0)[k], v) for k, v in alone.state_dict().items())
 
@@ -262,7 +255,7 @@ def test_an_optimizer_state_of_mixed_step_counts_is_refused() -> None:
     model = policy()
     first = TORCH["adam"](model, 1e-3)
     steps(model, first, 2)
-    state = copy.deepcopy(first.state_dict())  # type: ignore[attr-defined]
+    state = copy.deepcopy(first.state_dict())
     assert optimizer_steps(state) == 2 and optimizer_steps(None) == 0
     state["state"][next(iter(state["state"]))]["step"] = torch.tensor(5.0)
     with pytest.raises(ValueError, match=r"took \[2, 5\] steps"):
@@ -278,7 +271,7 @@ def test_a_member_that_sits_out_keeps_its_weights_moments_and_step_count() -> No
     moments = [optimizer.member_state(i, 1e-3) for i in range(3)]
     features = torch.randn(3, 64, 10, generator=torch.Generator().manual_seed(9))
     optimizer.zero_grad()
-    (stack.mean_from(features).square().sum() + stack.value_from(features).sum()).backward()
+    _loss(stack, features).backward()
     optimizer.step([1e-3] * 3, active=[True, False, True])
     assert optimizer.steps == [3, 2, 3]
     assert all(torch.equal(stack.weights(1)[k], v) for k, v in before[1].items())
@@ -290,7 +283,7 @@ def test_a_member_that_sits_out_keeps_its_weights_moments_and_step_count() -> No
 def test_a_stack_of_several_refuses_a_state_for_other_parameters() -> None:
     other = torch.nn.Parameter(torch.zeros(2))
     other.grad = torch.ones(2)
-    alien = Adam([other], lr=1e-3)
+    alien = torch.optim.Adam([other], lr=1e-3)
     alien.step()  # one parameter's moments, the shape of a FindTarget log std
     with pytest.raises(ValueError, match="optimizer state for \\[1\\] parameters"):
         optimizer_for(stack_of(policy()), PPOConfig()).load([alien.state_dict()])

@@ -15,7 +15,7 @@ from meta.algorithm.ppo import train as ppo_train
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.network import Member
 from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs, time_slice
-from meta.algorithm.ppo.policy import gaussian_log_probs, policy_for
+from meta.algorithm.ppo.policy import gaussian_log_prob, policy_for
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout, StepHook
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
@@ -211,7 +211,7 @@ def test_each_piece_goes_into_the_normaliser_as_it_completes_and_is_valued_right
             mean = policy.mean_from(reference(obs[t]))
             sampled = mean + policy.log_std.exp() * torch.randn(mean.shape, generator=noise)
             assert torch.allclose(buffer.actions[t], sampled, atol=1e-5)
-            acted = gaussian_log_probs(buffer.actions[t], mean, policy.log_std)
+            acted = gaussian_log_prob(buffer.actions[t], mean, policy.log_std, per_dimension=True)
             assert torch.allclose(buffer.log_probs[t], acted, atol=1e-5)
             order = [*np.flatnonzero(ended[t]), *np.flatnonzero(cuts[t] & ~ended[t])]
             for i in order:

@@ -1,4 +1,4 @@
-"""meta/algorithm/selfplay/elo.py and the ghost's ratings: ML-Agents' formula, by hand."""
+"""The ghost's ratings (meta/algorithm/selfplay/ghost.py): ML-Agents' formula, by hand."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from meta.algorithm.selfplay.config import SelfPlayConfig
-from meta.algorithm.selfplay.elo import (
+from meta.algorithm.selfplay.ghost import (
+    LATEST,
+    Ghost,
     compute_elo_rating_change,
     expected_score,
-    play_out,
     result_of,
 )
-from meta.algorithm.selfplay.ghost import LATEST, Ghost
 
 
 def test_expected_score_on_the_400_point_scale() -> None:
@@ -37,11 +37,14 @@ def test_result_is_read_from_the_final_reward_as_ml_agents_reads_it() -> None:
 
 
 def test_games_in_order_move_both_ratings_by_opposite_amounts() -> None:
-    rating, opponent = play_out(1200.0, 1200.0, [1.0, 1.0])
-    second = 1 - 1 / (1 + 10 ** (-1 / 400))  # 1200.5 against 1199.5
-    assert rating == pytest.approx(1200.5 + second)
-    assert opponent == pytest.approx(1199.5 - second)
-    assert rating + opponent == pytest.approx(2400.0)
+    g = ghost()
+    assert g.record_games([1.0, 1.0]) == [1200.5, pytest.approx(1200.5 + SECOND)]
+    assert g.policy_elos[0] == pytest.approx(1199.5 - SECOND)
+    assert g.current_elo + g.policy_elos[0] == pytest.approx(2400.0)
+
+
+SECOND = 1 - 1 / (1 + 10 ** (-1 / 400))
+"""The second win's change: 1200.5 against 1199.5."""
 
 
 def ghost(**settings: float) -> Ghost:

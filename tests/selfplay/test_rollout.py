@@ -1,4 +1,4 @@
-"""meta/algorithm/selfplay/rollout.py: team changes reset the games; time-outs rate nothing."""
+"""selfplay/trainer.py's Game: team changes reset the games; time-outs rate nothing."""
 
 from __future__ import annotations
 
@@ -14,52 +14,55 @@ from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import Member
 from meta.algorithm.ppo.policy import policy_for
-from meta.algorithm.ppo.rollout import NullTimers
+from meta.algorithm.ppo.rollout import Collector, NullTimers
 from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import Ghost
-from meta.algorithm.selfplay.rollout import TeamCollector, first_team
 from meta.algorithm.selfplay.summaries import decisive_share, elo_summaries, summary_mean
-from meta.algorithm.selfplay.trainer import GameSession
+from meta.algorithm.selfplay.trainer import Game, GameSession, first_team
 
 
-def collector(cfg: SelfPlayConfig, **params: float) -> TeamCollector:
+def collector(cfg: SelfPlayConfig, **params: float) -> tuple[Collector, Game]:
     env = envs.make("Sumo", num_areas=8, seed=4, **params)
     policy = policy_for(env, NetworkConfig(hidden_units=16), seed=0)
     ghost = Ghost.start(cfg, cpu_weights(policy), elo=1200.0, seed=1)
-    return TeamCollector(env, policy, ghost, torch.Generator().manual_seed(2), 64)
+    generator = torch.Generator().manual_seed(2)
+    game = Game(env, policy, ghost, generator)
+    return Collector(env, game, policy, generator, 64, threads=1), game
 
 
 def test_a_team_change_resets_every_game_and_cuts_every_trajectory() -> None:
     # 8 areas, team_change 40: the team changes after the 6th step (48 > 40).
-    c = collector(SelfPlayConfig(team_change=40, save_steps=10**6, swap_steps=10**6))
+    c, game = collector(SelfPlayConfig(team_change=40, save_steps=10**6, swap_steps=10**6))
     rollout = c.collect(6)
-    assert c.ghost.learning_team == 1 and c.ghost.last_swap == 48
+    assert game.ghost.learning_team == 1 and game.ghost.last_swap == 48
     assert bool(rollout.boundaries[5].all()) and not bool(rollout.boundaries[4].any())
-    assert np.all(c.episode_length == 0) and np.all(c.episode_return == 0.0)
-    assert np.all(c.obs[..., -1] == 1.0)  # every game at its start: the whole episode left
+    collection = c.collection
+    assert np.all(collection.episode_length == 0) and np.all(collection.episode_return == 0.0)
+    assert np.all(game.obs[..., -1] == 1.0)  # every game at its start: the whole episode left
     assert c.episodes.returns == []  # the unfinished games are not counted
     np.testing.assert_array_equal(rollout.obs[5].numpy()[..., -1], np.float32(1 - 5 / 100))
 
 
 def test_time_outs_count_as_draws_in_the_results_but_move_no_rating() -> None:
     # max_step 3 in a large arena: every game times out before anyone is pushed out.
-    c = collector(SelfPlayConfig(), max_step=3, arena_size=40.0, arena_shrink=0.0)
+    c, game = collector(SelfPlayConfig(), max_step=3, arena_size=40.0, arena_shrink=0.0)
     c.collect(9)
-    assert c.results == [0.5] * 24
-    assert c.ghost.policy_elos == [1200.0] * 11
+    assert game.results == [0.5] * 24
+    assert game.ghost.policy_elos == [1200.0] * 11
 
 
 def test_games_that_end_move_the_ratings_by_ml_agents_change() -> None:
-    c = collector(SelfPlayConfig(play_against_latest_model_ratio=0.0), arena_size=3.2)
+    c, game = collector(SelfPlayConfig(play_against_latest_model_ratio=0.0), arena_size=3.2)
     c.collect(100)
-    decided = [r for r in c.results if r != 0.5]
+    decided = [r for r in game.results if r != 0.5]
     assert decided, "no game ended in 100 steps"
     # Every game was against snapshot 0 (no swap, no save yet): the ratings are a zero-sum pair.
-    assert c.ghost.current_opponent == 0
-    assert c.ghost.current_elo + c.ghost.policy_elos[0] == 2400.0
-    assert c.ghost.current_elo != 1200.0 and abs(c.ghost.current_elo - 1200.0) < len(c.results)
+    ghost = game.ghost
+    assert ghost.current_opponent == 0
+    assert ghost.current_elo + ghost.policy_elos[0] == 2400.0
+    assert ghost.current_elo != 1200.0 and abs(ghost.current_elo - 1200.0) < len(game.results)
 
 
 class TeamOneFirst(TeamTaskEnv):
@@ -93,7 +96,7 @@ def _game(env: TeamTaskEnv, cfg: PPOConfig) -> tuple[dict, int]:
     )
     (trained,) = train_stack(stack, [env], session_for)
     assert isinstance(trained.left, dict)
-    return trained.left, sessions[0].collector.agent_steps
+    return trained.left, sessions[0].game.agent_steps
 
 
 def test_the_first_learning_team_is_the_first_behavior_registered() -> None:

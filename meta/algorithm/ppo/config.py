@@ -17,6 +17,11 @@ ADVANTAGE_NORMALIZATIONS = ("minibatch", "buffer")
 SCHEDULE_TIMINGS = ("before_buffer", "after_buffer")
 BUFFER_ASSEMBLIES = ("steps", "pieces")
 POLICY_LOSS_STATS = ("signed", "absolute")
+POSITIVE = (
+    *("batch_size", "buffer_size", "num_epoch", "time_horizon", "max_steps", "summary_freq"),
+    *("learning_rate", "max_grad_norm", "adam_epsilon", "action_scale"),
+)
+"""PPO's settings that must be > 0, in the order they are checked."""
 
 
 def positive(name: str, value: float) -> None:
@@ -163,16 +168,7 @@ class PPOConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field, before any environment step."""
-        for name in (
-            "batch_size",
-            "buffer_size",
-            "num_epoch",
-            "time_horizon",
-            "max_steps",
-            "summary_freq",
-        ):
-            positive(f"ppo.{name}", getattr(self, name))
-        for name in ("learning_rate", "max_grad_norm", "adam_epsilon", "action_scale"):
+        for name in POSITIVE:
             positive(f"ppo.{name}", getattr(self, name))
         if self.max_steps < self.buffer_size:
             raise ValueError(

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from meta.algorithm.ppo.config import PPOConfig
-from meta.algorithm.schedules import BETA_FLOOR, EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
+
+LEARNING_RATE_FLOOR = 1.0e-10
+BETA_FLOOR = 1.0e-5
+EPSILON_FLOOR = 0.1
+
+
+def decayed(schedule: str, initial: float, floor: float, step: int, max_step: int) -> float:
+    """ML-Agents' polynomial (power 1) decay from `initial` to `floor` over `max_step` steps."""
+    if schedule == "constant":
+        return initial
+    if schedule != "linear":
+        raise ValueError(f"unknown schedule {schedule!r} (use 'constant' or 'linear')")
+    fraction = min(step, max_step) / max_step
+    return (initial - floor) * (1.0 - fraction) + floor
 
 
 @dataclass(frozen=True)
@@ -34,12 +47,8 @@ class Hyper:
 
 @dataclass(frozen=True)
 class RunSchedule:
-    """One continuous training cut into chunks: x = (x0 - floor) * (1 - s/S) + floor.
-
-    A chunk that starts after `done` agent-steps of the run asks `at(steps)` for the values
-    after `steps` more of all S. ML-Agents' linear decay (`ModelUtils.DecayedValue`) over one
-    PPO run, which `joint` and `single` are: it reaches each floor at the run's end.
-    """
+    """One continuous training cut into chunks (`joint`, `single`): ML-Agents' linear decay over
+    the whole run of `total` agent-steps, for a chunk that starts after `done` of them."""
 
     start: Hyper
     floors: Hyper
@@ -48,10 +57,5 @@ class RunSchedule:
 
     def at(self, steps: int) -> Hyper:
         """The values after `steps` agent-steps of this chunk."""
-        fraction = 1.0 - min(self.done + steps, self.total) / self.total
-        start, floors = self.start, self.floors
-        return Hyper(
-            (start.learning_rate - floors.learning_rate) * fraction + floors.learning_rate,
-            (start.beta - floors.beta) * fraction + floors.beta,
-            (start.epsilon - floors.epsilon) * fraction + floors.epsilon,
-        )
+        done, pairs = self.done + steps, zip(astuple(self.start), astuple(self.floors), strict=True)
+        return Hyper(*(decayed("linear", x, floor, done, self.total) for x, floor in pairs))

@@ -18,7 +18,7 @@ import torch
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.kernels import times
 from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.policy import gaussian_log_prob, gaussian_log_probs
+from meta.algorithm.ppo.policy import gaussian_log_prob
 
 ADAM_EPS = 1e-7
 """Adam's epsilon unless ppo.adam_epsilon says otherwise; ML-Agents 1.1.0 keeps torch's 1e-8."""
@@ -62,8 +62,7 @@ def actor_loss(
     mean = policy.mean_from(batch["features"])
     log_std = policy.log_std[:, None]
     per_dimension = cfg.ratio == "per_dimension"
-    log_density = gaussian_log_probs if per_dimension else gaussian_log_prob
-    log_probs = log_density(batch["actions"], mean, log_std)
+    log_probs = gaussian_log_prob(batch["actions"], mean, log_std, per_dimension)
     old = batch["old_log_probs"]
     if log_probs.shape != old.shape:
         raise ValueError(

@@ -162,7 +162,8 @@ class PolicyStack:
 
     @torch.no_grad()
     def update_normalizer(self, obs: torch.Tensor, prior: int) -> None:
-        """Each member's Normalizer.prime(prior) and Normalizer.update of its (k, N, obs)."""
+        """Each member's normaliser, fresh ones primed with `prior` observations at mean 0 and
+        variance 1 (ML-Agents' prior), merged with its (k, N, obs) (Chan et al.)."""
         mean, var, count = (self.buffers[key] for key in NORMALIZER)
         if prior > 0:
             count.masked_fill_(count == 0.0, float(prior))
@@ -254,7 +255,7 @@ class Member:
 
     @torch.no_grad()
     def prime(self, prior: int) -> None:
-        """A fresh normaliser starts from `prior` observations (Normalizer.prime)."""
+        """A fresh normaliser starts from `prior` observations at mean 0, variance 1."""
         if prior > 0 and float(self.count) == 0.0:
             self.count.fill_(float(prior))
 

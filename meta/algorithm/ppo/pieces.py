@@ -6,11 +6,17 @@ buffer holds more than `buffer_size` steps; what an agent has begun since its la
 into the next buffer, acted by the policy before the update. Every agent still steps as one
 array here: the collector steps all agents until the completed pieces exceed `buffer_size`,
 and the buffer is the (T, n) window of those steps with a mask of each agent's pieces. With
-the normaliser on, each piece goes into it as it completes (meta.algorithm.ppo.piece_values).
+the normaliser on, each piece goes into it as it completes, as ML-Agents' trainer processes a
+piece as soon as the step that completes it is in (`_process_trajectory`): it updates the
+normaliser with the piece's observations, then estimates the piece's values with those
+statistics, and the policy acts the next steps with them. The pieces one step completes go in
+one after another: those an episode's end cut first, then those cut at `time_horizon`, each in
+agent order (the order `AgentProcessor.add_experiences` emits them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -18,8 +24,7 @@ import torch
 
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.network import Member
-from meta.algorithm.ppo.piece_values import PieceNormaliser
-from meta.algorithm.ppo.policy import gaussian_log_probs
+from meta.algorithm.ppo.policy import gaussian_log_prob
 from meta.algorithm.ppo.rollout import Bootstrap, Collector, EpisodeLog, Rollout
 
 COLUMNS = ("obs", "actions", "log_probs", "values", "rewards", "next_values", "boundaries")
@@ -47,11 +52,6 @@ class PieceCollector:
     def num_agents(self) -> int:
         """Agents stepped per environment step."""
         return self.collector.num_agents
-
-    @property
-    def device(self) -> torch.device:
-        """Where the policy acts."""
-        return self.collector.device
 
     @property
     def episodes(self) -> EpisodeLog:
@@ -85,7 +85,7 @@ class PieceCollector:
             window += ahead
         fresh = concat(parts)
         if self.per_dimension and normaliser is not None:
-            fresh = normaliser.dimension_log_probs(fresh)
+            fresh = dimension_log_probs(self.policy, fresh, normaliser.acted_features(fresh))
         whole = concat([*carried, fresh])
         t = np.arange(window)[:, None]
         buffer = replace(whole, valid=torch.from_numpy((t >= self.first) & (t <= last)))
@@ -96,10 +96,111 @@ class PieceCollector:
         self.first = last + 1 - start
         return buffer
 
-    @property
-    def values_pieces(self) -> bool:
-        """True: the buffers come valued as ML-Agents values them, the normaliser already moved."""
-        return self.normaliser is not None
+
+class PieceNormaliser:
+    """The moments of each agent's begun piece, taken into the policy's normaliser at its cut.
+
+    It records every state the normaliser passes through during a buffer (`snapshots`), which
+    state each step was acted with and which each piece was valued with, so that the buffer's
+    values and log-probabilities are computed once, batched, when it is complete. Its
+    bookkeeping stays on the CPU, where the collector's observations are, whatever the
+    policy's device.
+    """
+
+    def __init__(self, policy: Member, agents: int, prior: int) -> None:
+        self.policy, self.prior = policy, prior
+        size = policy.mean.shape[0]
+        self.count = torch.zeros(agents, dtype=torch.float64)
+        self.sum = torch.zeros(agents, size, dtype=torch.float64)
+        self.square = torch.zeros(agents, size, dtype=torch.float64)
+        self.at, self.known = 0, 0
+        self.snapshots: list[tuple[torch.Tensor, torch.Tensor]] = []
+        """Every state the normaliser was in during the buffer: (states, obs) means, variances."""
+        self.acted: list[int] = []
+        """Per step taken, the snapshot it was acted with."""
+        self.ends: list[tuple[int, np.ndarray, np.ndarray]] = []
+        """Per step that completed pieces: its window step, their agents and snapshots."""
+
+    def begin(self, at: int) -> None:
+        """A new buffer whose first step not yet taken is window step `at`."""
+        norm = self.policy
+        norm.prime(self.prior)
+        self.at = at
+        self.snapshots = [(norm.mean[None].cpu().clone(), norm.var[None].cpu().clone())]
+        self.known, self.acted, self.ends = 1, [], []
+
+    def step(self, obs: torch.Tensor, cut: np.ndarray, ended: np.ndarray) -> bool:
+        """Take in the pieces a step completes (a Collector's StepHook); True if any."""
+        self.acted.append(self.known - 1)
+        at, self.at = self.at, self.at + 1
+        x = obs.double()
+        self.count += 1.0
+        self.sum += x
+        self.square += x.square()
+        agents = np.concatenate([np.flatnonzero(ended), np.flatnonzero(cut & ~ended)])
+        if len(agents) == 0:
+            return False
+        rows = torch.from_numpy(agents)
+        norm = self.policy
+        seen, mean, var = float(norm.count), norm.mean.cpu().double(), norm.var.cpu().double()
+        counts = seen + torch.cumsum(self.count[rows], 0)[:, None]
+        means = (seen * mean + torch.cumsum(self.sum[rows], 0)) / counts
+        squares = seen * (var + mean.square()) + torch.cumsum(self.square[rows], 0)
+        variances = (squares / counts - means.square()).clamp_min(0.0)
+        self.snapshots.append((means.float(), variances.float()))
+        self.ends.append((at, agents, np.arange(self.known, self.known + len(agents))))
+        self.known += len(agents)
+        norm.mean.copy_(means[-1])
+        norm.var.copy_(variances[-1])
+        norm.count.fill_(float(counts[-1, 0]))
+        self.count[rows] = 0.0
+        self.sum[rows] = 0.0
+        self.square[rows] = 0.0
+        return True
+
+    def features(self, obs: torch.Tensor, snapshot: torch.Tensor) -> torch.Tensor:
+        """Observations normalised as by the normaliser in each row's snapshot."""
+        mean = torch.cat([m for m, _ in self.snapshots])[snapshot]
+        var = torch.cat([v for _, v in self.snapshots])[snapshot]
+        x = (obs - mean) * torch.rsqrt(var + self.policy.epsilon)
+        return x.clamp(-5.0, 5.0).to(self.policy.device)
+
+    def acted_features(self, fresh: Rollout) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The features of `fresh`'s observations (the steps this buffer took, as rows) by the
+        normaliser each step was acted with."""
+        snapshot = torch.tensor(self.acted).repeat_interleave(fresh.rewards.shape[1])
+        return lambda obs: self.features(obs, snapshot)
+
+    def valued(self, buffer: Rollout) -> Rollout:
+        """The buffer's values and next-state values, each piece's by the policy now with the
+        normaliser right after the piece went in."""
+        assert buffer.valid is not None and buffer.bootstrap is not None
+        steps, n = buffer.rewards.shape
+        at = torch.from_numpy(np.concatenate([np.full(len(a), t) for t, a, _ in self.ends]))
+        agents = torch.from_numpy(np.concatenate([a for _, a, _ in self.ends]))
+        snapshot = torch.from_numpy(np.concatenate([s for _, _, s in self.ends]))
+        pieces = len(agents)
+        numbered = torch.full((steps, n), pieces, dtype=torch.int64)
+        numbered[at, agents] = torch.arange(pieces)
+        # a step's piece is the first to end at or after it (pieces are numbered in time order)
+        owner = numbered.flip(0).cummin(0).values.flip(0)[buffer.valid]
+        final = torch.cat([buffer.obs[1:], buffer.bootstrap.last_obs[None]])[at, agents]
+        terminal = torch.from_numpy(buffer.bootstrap.ended)[at, agents]
+        slot = torch.full((steps, n), -1, dtype=torch.int64)
+        slot[at, agents] = torch.arange(pieces)
+        for t, rows, last in buffer.bootstrap.pieces:  # time-outs: from their last observation
+            where = slot[t, torch.from_numpy(rows)]
+            kept = where >= 0  # the carry's time-outs were valued with the last buffer
+            final[where[kept]] = torch.from_numpy(last)[kept]
+            terminal[where[kept]] = False
+        with torch.no_grad():
+            own = self.policy.value_from(self.features(buffer.obs[buffer.valid], snapshot[owner]))
+            ahead = self.policy.value_from(self.features(final, snapshot))
+        values = torch.zeros(steps, n)
+        values[buffer.valid] = own.cpu()
+        next_values = torch.cat([values[1:], torch.zeros(1, n)])
+        next_values[at, agents] = torch.where(terminal, 0.0, ahead.cpu())
+        return replace(buffer, values=values, next_values=next_values)
 
 
 def concat(parts: list[Rollout]) -> Rollout:
@@ -126,16 +227,20 @@ def time_slice(rollout: Rollout, start: int) -> Rollout:
     return Rollout(**columns, bootstrap=Bootstrap(b.last_obs, b.ended[start:], pieces))
 
 
-def dimension_log_probs(policy: Member, rollout: Rollout) -> Rollout:
+def dimension_log_probs(
+    policy: Member, rollout: Rollout, features: Callable[[torch.Tensor], torch.Tensor] | None = None
+) -> Rollout:
     """The buffer with its actions' log-probabilities per dimension, (T, n, actions).
 
-    Computed by the member as it acted (the same weights and normaliser statistics, so before
-    the normaliser takes the buffer in): what `ratio=per_dimension` compares each dimension with.
+    Computed by the member as it acted (the same weights and normaliser statistics: before the
+    normaliser takes the buffer in, or the `features` of its rows as they were acted): what
+    `ratio=per_dimension` compares each dimension with.
     """
     steps, n = rollout.rewards.shape
+    obs = rollout.obs.reshape(steps * n, -1)
     with torch.no_grad():
-        obs = rollout.obs.reshape(steps * n, -1).to(policy.device)
-        mean = policy.mean_from(policy.features(obs))
-        actions = rollout.actions.reshape(steps * n, -1).to(policy.device)
-        per_dimension = gaussian_log_probs(actions, mean, policy.log_std)
+        x = policy.features(obs.to(policy.device)) if features is None else features(obs)
+        mean = policy.mean_from(x)
+        actions = rollout.actions.reshape(steps * n, -1).to(mean.device)
+        per_dimension = gaussian_log_prob(actions, mean, policy.log_std, per_dimension=True)
     return replace(rollout, log_probs=per_dimension.cpu().reshape(steps, n, -1))

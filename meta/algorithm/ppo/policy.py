@@ -57,13 +57,6 @@ class Normalizer(nn.Module):
         )
         self.count.copy_(total)
 
-    @torch.no_grad()
-    def prime(self, count: int) -> None:
-        """Start a fresh normaliser (no observations yet) from `count` observations at mean 0,
-        variance 1, as ML-Agents' starts from one; statistics already gathered are kept."""
-        if count > 0 and float(self.count) == 0.0:
-            self.count.fill_(float(count))
-
 
 def mlp(inputs: int, hidden: int, layers: int, outputs: int, out_gain: float) -> nn.Sequential:
     """MLP with SiLU (ML-Agents' Swish) and orthogonal init; `out_gain` scales the last layer."""
@@ -168,19 +161,12 @@ def _run(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
 
 
 def gaussian_log_prob(
-    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
+    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor, per_dimension: bool = False
 ) -> torch.Tensor:
-    """Log-density of a diagonal Gaussian, summed over action dimensions."""
+    """Log-density of a diagonal Gaussian, summed over action dimensions (or one per dimension)."""
     z = (action - mean) * torch.exp(-log_std)
-    return (-0.5 * z.square() - log_std - 0.5 * LOG_2PI).sum(-1)
-
-
-def gaussian_log_probs(
-    action: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
-) -> torch.Tensor:
-    """Log-density of a diagonal Gaussian per action dimension, (batch, actions)."""
-    z = (action - mean) * torch.exp(-log_std)
-    return -0.5 * z.square() - log_std - 0.5 * LOG_2PI
+    log_density = -0.5 * z.square() - log_std - 0.5 * LOG_2PI
+    return log_density if per_dimension else log_density.sum(-1)
 
 
 class FrozenPolicy:

@@ -1,9 +1,9 @@
-"""Rollout collection through the ML-Agents BaseEnv API, batched over all agents."""
+"""Rollout collection, batched over all agents of k members' environments (one for a Collector)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -11,8 +11,13 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import ActionTuple
 
+from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.policy import FrozenPolicy
+from envs.tasks.adapter import ActionError, TaskEnv
+from envs.tasks.core import ACTION_SIZE
+from envs.tasks.stack import CoreStack, parts, stackable_envs
+from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.policy import Policy
 from meta.runtime.threads import torch_threads
 
 
@@ -29,23 +34,17 @@ ValueFn = Callable[[torch.Tensor], torch.Tensor]
 """V(s) of a batch of observations, (batch,)."""
 Acted = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """A policy's (action, log-prob, value) for one step of every agent."""
+Act = Callable[[torch.Tensor], Acted]
+"""Every member's (actions, log-probs, values) (k, n, ...) for their observations (k, n, obs)."""
 
+AGENT_COUNTS = "stacked trainings need the same number of agents in every environment"
 SERIAL_BATCH = 256
 """Collections of up to this many agents run on one torch thread: a second gains nothing at 64
 (meta-bench, phases) and costs dearly when another process holds the other core."""
 
 
-class Acting(Protocol):
-    """A policy that acts: its weights packed for acting, and where they are."""
-
-    @property
-    def device(self) -> torch.device:
-        """Where the weights are."""
-        ...
-
-    def frozen(self) -> FrozenPolicy:
-        """The current weights packed for acting."""
-        ...
+Acting = Member | Policy
+"""A policy that acts: its weights packed for acting (`frozen`), and where they are."""
 
 
 class NullTimers:
@@ -54,6 +53,12 @@ class NullTimers:
     def scope(self, name: str) -> contextlib.AbstractContextManager[Any]:
         """A no-op context."""
         return contextlib.nullcontext()
+
+
+Pieces = list[tuple[int, np.ndarray, np.ndarray]]
+"""Trajectories cut before their end: (step, rows, the observation to bootstrap from)."""
+Cut = tuple[int, np.ndarray, np.ndarray, np.ndarray]
+"""Episodes of a step ended before their end: (step, members, agents, final observations)."""
 
 
 @dataclass(frozen=True)
@@ -108,13 +113,254 @@ class EpisodeLog:
     lengths: list[int] = field(default_factory=list)
 
 
+class Collection:
+    """k members' environments stepped together, one act for all at each step.
+
+    Each member's buffer, episode log and stats come out as its environment stepped alone
+    gives them, bit for bit (`collection` makes one).
+    """
+
+    def __init__(
+        self,
+        groups: Sequence[Cores | Agents],
+        k: int,
+        n: int,
+        time_horizon: int,
+        timers: Timers,
+        device: torch.device,
+    ) -> None:
+        self.groups, self.k, self.n = groups, k, n
+        self.time_horizon, self.timers, self.device = time_horizon, timers, device
+        self.cores = [group.stack for group in groups if isinstance(group, Cores)]
+        self.obs = np.empty((k, n, groups[0].first.shape[-1]), np.float32)
+        for group in groups:
+            group.place(self.obs, group.first)
+        self.episode_return = np.zeros((k, n), np.float64)
+        self.episode_length = np.zeros((k, n), np.int64)
+        self.trajectory_length = np.zeros((k, n), np.int64)
+        self.restarted = np.zeros(k, bool)
+        """Members whose environment a step reset (a game's, when its learning team changed)."""
+        self.episodes = [EpisodeLog() for _ in range(k)]
+
+    def collect(
+        self,
+        steps: int,
+        act: Act,
+        values_of: Sequence[ValueFn],
+        after_step: StepHook | None = None,
+    ) -> list[Rollout]:
+        """`steps` steps of every member, `act` acting for all; each member's buffer, its
+        bootstrap values by its own `values_of[i]`. `after_step` (a stack of one) is told of
+        each step as it is taken."""
+        (k, n, obs_size), action_size = self.obs.shape, self.groups[0].action_size
+        obs = np.empty((k, steps, n, obs_size), np.float32)
+        actions = torch.empty((k, steps, n, action_size))
+        log_probs, values = torch.empty((k, steps, n)), torch.empty((k, steps + 1, n))
+        self.rewards = np.zeros((k, steps, n), np.float32)
+        self.ended = np.zeros((k, steps, n), bool)
+        self.cuts: list[Cut] = []
+        boundaries = np.zeros((k, steps, n), np.float32)
+        clipped = np.empty((k, n, action_size), np.float32)
+        done: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for t in range(steps):
+            obs[:, t] = self.obs
+            with self.timers.scope("policy_forward"):
+                action, log_prob, value = act(torch.from_numpy(self.obs).to(self.device))
+            actions[:, t].copy_(action)
+            log_probs[:, t].copy_(log_prob)
+            values[:, t].copy_(value)
+            np.clip(actions[:, t].numpy(), -1.0, 1.0, out=clipped)
+            with self.timers.scope("env_step"):
+                for group in self.groups:
+                    group.step(self, clipped, t)
+            self.trajectory_length += 1
+            self.episode_return += self.rewards[:, t]
+            self.episode_length += 1
+            now = self.ended[:, t]
+            if now.any():
+                done.append(
+                    (np.nonzero(now)[0], self.episode_return[now], self.episode_length[now])
+                )
+                self.episode_return[now] = 0.0
+                self.episode_length[now] = 0
+            cut = now | (self.trajectory_length >= self.time_horizon)
+            if self.restarted.any():  # every trajectory cut, every unfinished episode dropped
+                cut[self.restarted] = True
+                self.episode_return[self.restarted] = 0.0
+                self.episode_length[self.restarted] = 0
+                self.restarted[:] = False
+            boundaries[:, t] = cut
+            self.trajectory_length[cut] = 0
+            if after_step is not None:
+                taken = torch.from_numpy(obs[0, t])
+                after_step(taken, self.trajectory_length[0] == 0, self.episode_length[0] == 0)
+        for stack in self.cores:
+            stack.deliver()
+        self._log(done)
+        columns = (obs, actions, log_probs, values, boundaries)
+        return [self._rollout(i, value_of, *columns) for i, value_of in enumerate(values_of)]
+
+    def release(self) -> None:
+        """Hand every member's state back to its environment."""
+        for stack in self.cores:
+            stack.release()
+
+    def _log(self, done: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        """Each member's finished episodes, in the order of its agents' steps."""
+        if not done:
+            return
+        member = np.concatenate([m for m, _, _ in done])
+        returns = np.concatenate([r for _, r, _ in done])
+        lengths = np.concatenate([n for _, _, n in done])
+        for i, log in enumerate(self.episodes):
+            mine = member == i
+            log.returns.extend(returns[mine].tolist())
+            log.lengths.extend(lengths[mine].tolist())
+
+    def _rollout(
+        self,
+        i: int,
+        value_of: ValueFn,
+        obs: np.ndarray,
+        actions: torch.Tensor,
+        log_probs: torch.Tensor,
+        values: torch.Tensor,
+        boundaries: np.ndarray,
+    ) -> Rollout:
+        """Member i's buffer."""
+        pieces: Pieces = []
+        for t, member, agent, final in self.cuts:
+            mine = member == i
+            if mine.any():
+                pieces.append((t, agent[mine].astype(np.int64), final[mine]))
+        last_obs = torch.from_numpy(self.obs[i].copy())
+        values[i, -1].copy_(value_of(last_obs.to(self.device)))
+        ended = self.ended[i]
+        return Rollout(
+            torch.from_numpy(obs[i]),
+            actions[i],
+            log_probs[i],
+            values[i, :-1],
+            torch.from_numpy(self.rewards[i]),
+            next_state_values(value_of, values[i], ended, pieces, self.device),
+            torch.from_numpy(boundaries[i]),
+            Bootstrap(last_obs, ended, pieces),
+        )
+
+
+class Cores:
+    """The tasks of one family, of any members, stepped as one core (envs.tasks.stack)."""
+
+    action_size = ACTION_SIZE
+
+    def __init__(self, slots: list[tuple[int, int]], members: list[list[TaskEnv]], k: int, n: int):
+        self.stack = CoreStack([members[i][j] for i, j in slots])
+        self.width, self.slots = self.stack.n, np.asarray(slots, np.int64).reshape(-1, 2)
+        self.first = self.stack.observe()
+        # where its areas are in (k, n) arrays: slices where they are every member's whole row
+        self.rows: slice | np.ndarray = self.slots[:, :1]
+        self.columns: slice | np.ndarray = self.slots[:, 1:] * self.width + np.arange(self.width)
+        if slots == [(i, 0) for i in range(k)] and n == self.width:
+            self.rows, self.columns = slice(0, k), slice(0, n)
+
+    def place(self, into: np.ndarray, obs: np.ndarray) -> None:
+        """The areas' observations (areas, obs) into their places in (k, n, obs)."""
+        into[self.rows, self.columns] = obs.reshape(-1, self.width, obs.shape[-1])
+
+    def step(self, c: Collection, clipped: np.ndarray, t: int) -> None:
+        """One step of the core: its members' rewards, ends, cuts and observations."""
+        moves = clipped[self.rows, self.columns].reshape(-1, clipped.shape[2])
+        if np.isnan(moves).any():
+            raise ActionError("continuous actions for the stacked tasks contain NaN")
+        obs, reward, finished = self.stack.step(moves)
+        c.rewards[self.rows, t, self.columns] = reward.reshape(-1, self.width)
+        self.place(c.obs, obs)
+        if finished is None:
+            return
+        local, area = np.divmod(finished.agent_id, self.width)
+        member, agent = self.slots[local, 0], self.slots[local, 1] * self.width + area
+        c.rewards[member, t, agent] = finished.reward
+        c.ended[member, t, agent] = True
+        out = finished.interrupted
+        if out.any():
+            c.cuts.append((t, member[out], agent[out], finished.obs[out]))
+
+
+class Agents:
+    """One member's environment stepped through the BaseEnv API."""
+
+    def __init__(self, member: int, env: AgentEnvironment, behavior: str) -> None:
+        self.member, self.env, self.behavior = member, env, behavior
+        self.action_size = env.behavior_specs[behavior].action_spec.continuous_size
+        env.reset()
+        decision, _ = env.get_steps(behavior)
+        self.ids = decision.agent_id.copy()
+        if len(self.ids) == 0:
+            raise ValueError(
+                f"behavior {behavior!r} has no agent requesting a decision after reset"
+            )
+        self.index, self.first = id_lookup(self.ids), decision.obs[0]
+
+    def place(self, into: np.ndarray, obs: np.ndarray) -> None:
+        """The observations into the member's row of (k, n, obs)."""
+        into[self.member] = obs
+
+    def step(self, c: Collection, clipped: np.ndarray, t: int) -> None:
+        """One step of the environment: the member's rewards, ends, cuts and observations."""
+        i = self.member
+        self.env.set_actions(self.behavior, ActionTuple(continuous=clipped[i]))
+        self.env.step()
+        decision, terminal = self.env.get_steps(self.behavior)
+        if decision.agent_id is not self.ids and not np.array_equal(decision.agent_id, self.ids):
+            raise RuntimeError("agents changed between steps: every agent must decide every step")
+        self.ids = decision.agent_id
+        c.rewards[i, t] = decision.reward
+        if len(terminal) > 0:
+            idx = self.index(terminal.agent_id)
+            c.rewards[i, t, idx] = terminal.reward
+            c.ended[i, t, idx] = True
+            out = terminal.interrupted
+            if out.any():
+                c.cuts.append((t, np.full(int(out.sum()), i), idx[out], terminal.obs[0][out]))
+        c.obs[i] = decision.obs[0]
+
+
+def collection(
+    envs: Sequence[AgentEnvironment],
+    time_horizon: int,
+    timers: Timers,
+    device: torch.device,
+    merge: bool = True,
+) -> Collection:
+    """The members' environments as one collection: built-in tasks of several members
+    (`merge`) as one core per family over all their areas (envs.tasks.stack), a member of
+    several tasks side by side (a joint chunk's ConcatEnv) each in its family's core; any
+    other environment through the BaseEnv API."""
+    k = len(envs)
+    if merge and k > 1 and stackable_envs(envs):
+        members = [parts(env) or [] for env in envs]  # each member's tasks, side by side
+        for env in envs:
+            env.reset()
+        families: dict[type, list[tuple[int, int]]] = {}
+        for i, tasks in enumerate(members):
+            for j, task in enumerate(tasks):
+                families.setdefault(type(task.core), []).append((i, j))
+        n = len(members[0]) * members[0][0].num_areas
+        cores = [Cores(slots, members, k, n) for slots in families.values()]
+        return Collection(cores, k, n, time_horizon, timers, device)
+    groups = [Agents(i, env, BEHAVIOR_NAME) for i, env in enumerate(envs)]
+    if len({len(group.first) for group in groups}) > 1:
+        raise ValueError(AGENT_COUNTS)
+    return Collection(groups, k, len(groups[0].first), time_horizon, timers, device)
+
+
 class Collector:
-    """Steps one behavior of a BaseEnv whose agents all request a decision every step."""
+    """Steps one environment: one behavior whose agents all decide every step, or `Agents`."""
 
     def __init__(
         self,
         env: AgentEnvironment,
-        behavior: str,
+        behavior: str | Agents,
         policy: Acting,
         generator: torch.Generator,
         time_horizon: int,
@@ -122,30 +368,22 @@ class Collector:
         threads: int | None = None,
     ) -> None:
         """`threads`: torch threads to collect with (default 1 to SERIAL_BATCH agents, else all)."""
-        self.env, self.behavior, self.policy = env, behavior, policy
-        self.threads = threads
-        self.generator, self.time_horizon = generator, time_horizon
-        self.timers: Timers = timers or NullTimers()
+        self.policy, self.generator, self.threads = policy, generator, threads
         self.device = policy.device
-        env.reset()
-        decision, _ = env.get_steps(behavior)
-        self.agent_ids = decision.agent_id.copy()
-        if len(self.agent_ids) == 0:
-            raise ValueError(
-                f"behavior {behavior!r} has no agent requesting a decision after reset"
-            )
-        self.index = id_lookup(self.agent_ids)
-        self.obs = decision.obs[0]
-        n = len(self.agent_ids)
-        self.episode_return = np.zeros(n, np.float64)
-        self.episode_length = np.zeros(n, np.int64)
-        self.trajectory_length = np.zeros(n, np.int64)
-        self.episodes = EpisodeLog()
+        agents = Agents(0, env, behavior) if isinstance(behavior, str) else behavior
+        self.collection = Collection(
+            [agents], 1, len(agents.first), time_horizon, timers or NullTimers(), self.device
+        )
 
     @property
     def num_agents(self) -> int:
         """Agents stepped together."""
-        return len(self.agent_ids)
+        return self.collection.n
+
+    @property
+    def episodes(self) -> EpisodeLog:
+        """The episodes finished so far."""
+        return self.collection.episodes[0]
 
     def collect(self, steps: int, after_step: StepHook | None = None) -> Rollout:
         """Run `steps` environment steps for every agent and return the filled buffer.
@@ -156,104 +394,22 @@ class Collector:
         threads = self.threads
         if threads is None:
             threads = 1 if self.num_agents <= SERIAL_BATCH else torch.get_num_threads()
+        acting = [self.policy.frozen()]
+
+        def act(obs: torch.Tensor) -> Acted:
+            action, log_prob, value = acting[0].act(obs[0], self.generator)
+            return action[None], log_prob[None], value[None]
+
+        def hook(obs: torch.Tensor, cut: np.ndarray, ended: np.ndarray) -> bool:
+            assert after_step is not None
+            changed = after_step(obs, cut, ended)
+            if changed:
+                acting[0] = self.policy.frozen()
+            return changed
+
         with torch_threads(threads):
-            acting = self.policy.frozen()
-            stepping = self.stepping(steps, acting.value)
-            obs = next(stepping)
-            while True:
-                with self.timers.scope("policy_forward"):
-                    acted = acting.act(obs.to(self.device), self.generator)
-                try:
-                    taken, obs = obs, stepping.send(acted)
-                except StopIteration as done:
-                    if after_step is not None:
-                        after_step(obs, self.trajectory_length == 0, self.episode_length == 0)
-                    return done.value
-                if after_step is not None and after_step(
-                    taken, self.trajectory_length == 0, self.episode_length == 0
-                ):
-                    acting = self.policy.frozen()
-
-    def stepping(self, steps: int, value_of: ValueFn) -> Generator[torch.Tensor, Acted, Rollout]:
-        """`steps` environment steps: yields each observation, is sent the policy's (action,
-        log-prob, value) for it and returns the filled buffer, its bootstrap values by `value_of`.
-
-        Whoever drives it acts: the collector itself, or a caller acting for it.
-        """
-        n, obs_size = self.obs.shape
-        action_size = self.env.behavior_specs[self.behavior].action_spec.continuous_size
-        obs_np = np.empty((steps, n, obs_size), np.float32)
-        obs = torch.from_numpy(obs_np)
-        actions = torch.empty((steps, n, action_size))
-        log_probs = torch.empty((steps, n))
-        values = torch.empty((steps + 1, n))
-        rewards = np.zeros((steps, n), np.float32)
-        boundaries = np.zeros((steps, n), np.float32)
-        ended = np.zeros((steps, n), bool)
-        timeouts: Pieces = []
-        clipped = np.empty((n, action_size), np.float32)
-        # One ActionTuple over a reused buffer: the env reads it before the next step rewrites it.
-        action_tuple = ActionTuple(continuous=clipped)
-        ids = self.agent_ids
-        for t in range(steps):
-            obs_np[t] = self.obs
-            action, log_prob, value = yield obs[t]
-            actions[t].copy_(action)
-            log_probs[t].copy_(log_prob)
-            values[t].copy_(value)
-            np.clip(actions[t].numpy(), -1.0, 1.0, out=clipped)
-            with self.timers.scope("env_step"):
-                self.env.set_actions(self.behavior, action_tuple)
-                self.env.step()
-                decision, terminal = self.env.get_steps(self.behavior)
-            if decision.agent_id is not ids and not np.array_equal(decision.agent_id, ids):
-                raise RuntimeError(
-                    "agents changed between steps: every agent must decide every step"
-                )
-            ids = decision.agent_id
-            rewards[t] = decision.reward
-            self.trajectory_length += 1
-            if len(terminal) > 0:
-                idx = self.index(terminal.agent_id)
-                rewards[t, idx] = terminal.reward
-                ended[t, idx] = True
-                timed_out = terminal.interrupted
-                if timed_out.any():
-                    timeouts.append((t, idx[timed_out], terminal.obs[0][timed_out]))
-                self._log_episodes(rewards[t], ended[t])
-            else:
-                self.episode_return += rewards[t]
-                self.episode_length += 1
-            cut = ended[t] | (self.trajectory_length >= self.time_horizon)
-            boundaries[t] = cut
-            self.trajectory_length[cut] = 0
-            self.obs = decision.obs[0]
-        last_obs = torch.from_numpy(self.obs.copy())
-        values[steps].copy_(value_of(last_obs.to(self.device)))
-        next_values = next_state_values(value_of, values, ended, timeouts, self.device)
-        return Rollout(
-            obs,
-            actions,
-            log_probs,
-            values[:-1],
-            torch.from_numpy(rewards),
-            next_values,
-            torch.from_numpy(boundaries),
-            Bootstrap(last_obs, ended, timeouts),
-        )
-
-    def _log_episodes(self, rewards: np.ndarray, ended: np.ndarray) -> None:
-        self.episode_return += rewards
-        self.episode_length += 1
-        if ended.any():
-            self.episodes.returns.extend(self.episode_return[ended].tolist())
-            self.episodes.lengths.extend(self.episode_length[ended].tolist())
-            self.episode_return[ended] = 0.0
-            self.episode_length[ended] = 0
-
-
-Pieces = list[tuple[int, np.ndarray, np.ndarray]]
-"""Trajectories cut before their end: (step, rows, the observation to bootstrap from)."""
+            hooked = None if after_step is None else hook
+            return self.collection.collect(steps, act, [acting[0].value], hooked)[0]
 
 
 def next_state_values(

@@ -2,10 +2,10 @@
 
 Each member keeps its own environment, random stream (its request's seed: the same minibatch
 orders and action noise in any stack), losses, learning rate, beta and epsilon schedules,
-Adam state and normaliser. Built-in tasks of one family step as one core over all the members'
-areas (meta.algorithm.ppo.collect); any other environment (a build, a game, buffers assembled
-from pieces) is stepped by its member's own collector, each member acting alone. Every
-update's forward, backward and optimizer step is one for all k.
+Adam state and normaliser. The members' environments step together, the stack acting for all
+(meta.algorithm.ppo.rollout.Collection); a game and buffers assembled from pieces step by the
+member's own collector, each member acting alone. Every update's forward, backward and
+optimizer step is one for all k.
 """
 
 from __future__ import annotations
@@ -24,14 +24,21 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
-from envs.tasks.stack import stackable_envs
-from meta.algorithm.ppo.collect import StackedCollection
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import Member, PolicyStack
 from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs
-from meta.algorithm.ppo.rollout import Collector, EpisodeLog, NullTimers, Rollout, Timers
+from meta.algorithm.ppo.rollout import (
+    AGENT_COUNTS,
+    Collection,
+    Collector,
+    EpisodeLog,
+    NullTimers,
+    Rollout,
+    Timers,
+    collection,
+)
 from meta.algorithm.ppo.update import ppo_update, take_in
 from meta.algorithm.ppo.weights import OptimizerState, Weights
 from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
@@ -44,29 +51,15 @@ Schedule = Callable[[int], Hyper]
 """The learning rate, beta and epsilon after a number of agent-steps of the training."""
 
 
-class Collecting(Protocol):
-    """What a member's own collector gives the loop: its agents, episodes and buffers."""
-
-    @property
-    def num_agents(self) -> int:
-        """Agents stepped per environment step."""
-        ...
-
-    @property
-    def episodes(self) -> EpisodeLog:
-        """The episodes finished so far."""
-        ...
-
-    def collect(self, steps: int) -> Rollout:
-        """The next buffer (`steps` steps of every agent, unless it assembles its own)."""
-        ...
+Collecting = Collector | PieceCollector
+"""A member's own collector: its agents, episodes and buffers."""
 
 
 class Session(Protocol):
     """A member's collection with what a trainer adds around PPO (a game's ghost)."""
 
     @property
-    def collector(self) -> Collecting:
+    def collector(self) -> Collector:
         """What steps the member's environment."""
         ...
 
@@ -140,14 +133,9 @@ def train_stack(
     optimizer = make_optimizer(policy, cfg)
     optimizer.load(stack.optimizer_states)
     generators = [torch.Generator().manual_seed(seed) for seed in stack.seeds]
-    run = _collection(stack, envs, policy, generators, session_for, merge)
-    collectors, episodes, sessions, successes = (
-        run.collectors,
-        run.episodes,
-        run.sessions,
-        run.successes,
+    collectors, episodes, sessions, successes, horizon = _collection(
+        stack, envs, policy, generators, session_for, merge
     )
-    horizon = run.horizon
     histories: list[list[dict[str, float]]] = [[] for _ in range(k)]
     snapshots = [
         {0: policy.weights(i)} if 0 in (stack.snapshots[i] if stack.snapshots else ()) else {}
@@ -171,7 +159,7 @@ def train_stack(
                 for i, schedule in enumerate(stack.schedules)
             ]
             before = [len(e.returns) for e in episodes]
-            rollouts = _collect(policy, collectors, generators, horizon, timers, active)
+            rollouts = _collect(policy, collectors, generators, horizon, active)
             for i, r in enumerate(rollouts):
                 if r is not None:
                     steps[i] += r.num_steps
@@ -203,7 +191,7 @@ def train_stack(
     finally:
         if worker is not None:
             worker.shutdown()
-        if isinstance(collectors, StackedCollection):
+        if isinstance(collectors, Collection):
             collectors.release()
     wall = time.perf_counter() - started
     out = []
@@ -218,18 +206,6 @@ def train_stack(
     return out
 
 
-@dataclass
-class _Collection:
-    """How the members' buffers are collected, and what each member's collection reports."""
-
-    collectors: StackedCollection | list[Collecting]
-    episodes: list[EpisodeLog]
-    sessions: list[Session | None]
-    successes: list[SuccessLog]
-    horizon: int
-    """Environment steps per buffer."""
-
-
 def _collection(
     stack: Stack,
     envs: Sequence[AgentEnvironment],
@@ -237,9 +213,12 @@ def _collection(
     generators: list[torch.Generator],
     session_for: SessionFor | None,
     merge: bool,
-) -> _Collection:
-    """Each member's session and collector, or one collection of all: built-in tasks of one
-    family merged into one core where `merge` and every member collects fixed buffers."""
+) -> tuple[
+    Collection | list[Collecting], list[EpisodeLog], list[Session | None], list[SuccessLog], int
+]:
+    """Each member's session and collector, or one collection of all where every member
+    collects fixed buffers with PPO's own collector (built-in tasks of one family merged into
+    one core where `merge`); the members' episodes and successes, and the steps per buffer."""
     cfg, k = stack.cfg, len(envs)
     channels = [getattr(env, "stats_channel", None) for env in envs]
     for channel in channels:
@@ -253,16 +232,9 @@ def _collection(
     successes = [
         SuccessLog(c if s is None else None) for c, s in zip(channels, sessions, strict=True)
     ]
-    merged = (
-        merge
-        and k > 1
-        and all(s is None for s in sessions)
-        and cfg.buffer_assembly != "pieces"
-        and stackable_envs(envs)
-    )
-    collectors: StackedCollection | list[Collecting]
-    if merged:
-        collectors = StackedCollection(envs, cfg.time_horizon, stack.timers, policy.device)  # type: ignore[arg-type]
+    collectors: Collection | list[Collecting]
+    if k > 1 and all(s is None for s in sessions) and cfg.buffer_assembly != "pieces":
+        collectors = collection(envs, cfg.time_horizon, stack.timers, policy.device, merge)
         episodes, agents = collectors.episodes, {collectors.n}
     else:
         collectors = [
@@ -273,9 +245,14 @@ def _collection(
         ]
         episodes, agents = [c.episodes for c in collectors], {c.num_agents for c in collectors}
     if len(agents) != 1:
-        raise ValueError("stacked trainings need the same number of agents in every environment")
-    horizon = max(math.ceil(cfg.buffer_size / agents.pop()), 1)
-    return _Collection(collectors, episodes, sessions, successes, horizon)
+        raise ValueError(AGENT_COUNTS)
+    return (
+        collectors,
+        episodes,
+        sessions,
+        successes,
+        max(math.ceil(cfg.buffer_size / agents.pop()), 1),
+    )
 
 
 def make_optimizer(policy: PolicyStack, cfg: PPOConfig) -> StackOptimizer:
@@ -301,36 +278,18 @@ def _collector(
 
 def _collect(
     policy: PolicyStack,
-    collectors: StackedCollection | list[Collecting],
+    collectors: Collection | list[Collecting],
     generators: list[torch.Generator],
     steps: int,
-    timers: Timers,
     active: list[bool],
 ) -> list[Rollout | None]:
-    """One buffer of every `active` member (None for the others).
-
-    Built-in tasks merged, or PPO's own collectors of fixed buffers, step in lockstep with the
-    stack acting for all at each step (their buffers fill alike, so all are active), and give
-    the same numbers either way. A stack of one, a game's collectors and buffers of pieces
-    step one member after the other, each member acting alone.
-    """
-    values_of = [partial(policy.member_value, i) for i in range(policy.k)]
-    if isinstance(collectors, StackedCollection):
+    """One buffer of every `active` member (None for the others): of all, the stack acting
+    for all at each step (their buffers fill alike, so all are active), or member by member,
+    each acting alone."""
+    if isinstance(collectors, Collection):
+        values_of = [partial(policy.member_value, i) for i in range(policy.k)]
         return collectors.collect(steps, lambda obs: policy.act(obs, generators), values_of)  # type: ignore[return-value]
-    if policy.k == 1 or not all(type(c) is Collector for c in collectors):
-        return [c.collect(steps) if a else None for c, a in zip(collectors, active, strict=True)]
-    stepping = [c.stepping(steps, v) for c, v in zip(collectors, values_of, strict=True)]  # type: ignore[attr-defined]
-    obs = [next(s) for s in stepping]
-    rollouts: list[Rollout | None] = []
-    while not rollouts:
-        with timers.scope("policy_forward"):
-            actions, log_probs, values = policy.act(torch.stack(obs).to(policy.device), generators)
-        for i, s in enumerate(stepping):
-            try:
-                obs[i] = s.send((actions[i], log_probs[i], values[i]))
-            except StopIteration as done:
-                rollouts.append(done.value)
-    return rollouts
+    return [c.collect(steps) if a else None for c, a in zip(collectors, active, strict=True)]
 
 
 def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:

@@ -144,13 +144,9 @@ def ppo_update(
     counts = torch.zeros(policy.k, dtype=torch.float64)
     for batch, active in minibatches(buffer, cfg, generators, lengths):
         stats = gradient_step(policy, optimizer, batch, cfg, hyper, losses, worker, active)
-        if active is None:
-            sums += stats.double()
-            counts += 1
-        else:
-            mask = torch.tensor(active, dtype=torch.float64)
-            sums += stats.double().where(mask.bool(), 0.0)
-            counts += mask
+        mask = torch.tensor([True] * policy.k if active is None else active)
+        sums += stats.double().where(mask, 0.0)
+        counts += mask
     means = (sums / counts.clamp_min(1.0)).tolist()
     out: list[dict[str, float] | None] = []
     for i, r in enumerate(rollouts):
@@ -220,23 +216,14 @@ def flat_buffer(
     Features are the observations normalised once: the normaliser only moves between updates.
     """
     whole = cfg.buffer_assembly != "pieces" and all(r is not None for r in rollouts)
-    if whole:
-        columns = {
-            name: torch.stack([getattr(r, name) for r in rollouts], 1)
-            for name in ("rewards", "values", "next_values", "boundaries")
-        }
-        # GAE runs over time for all members at once: (T, k, n)
-        advantages, every_return = compute_gae(
-            columns["rewards"],
-            columns["values"],
-            columns["next_values"],
-            columns["boundaries"],
-            cfg.gamma,
-            cfg.lambd,
+    gae: list[tuple[torch.Tensor, torch.Tensor] | None]
+    if whole:  # GAE runs over time for all members at once: (T, k, n)
+        columns = ("rewards", "values", "next_values", "boundaries")
+        rewards, values, after, cut = (
+            torch.stack([getattr(x, c) for x in rollouts], 1) for c in columns
         )
-        gae: list[tuple[torch.Tensor, torch.Tensor] | None] = [
-            (advantages[:, i], every_return[:, i]) for i in range(len(rollouts))
-        ]
+        advantages, every_return = compute_gae(rewards, values, after, cut, cfg.gamma, cfg.lambd)
+        gae = [(advantages[:, i], every_return[:, i]) for i in range(len(rollouts))]
     else:
         gae = [
             None

@@ -1,19 +1,17 @@
-"""Copies of weights and optimizer state that leave the device and the autograd graph."""
+"""The state_dict type every module imports, and copies of weights off the device and graph."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 
-from meta.algorithm.ppo.optim import Optimizer
+from meta.algorithm.ppo.optim import OptimizerState
+
+__all__ = ["OptimizerState", "Weights", "cpu_copy", "cpu_weights"]
 
 Weights = dict[str, torch.Tensor]
 """A state_dict: parameter and buffer names to tensors (θ, a trained φ, a snapshot)."""
-OptimizerState = dict[str, Any]
-"""An optimizer's state_dict (Adam's moments and step counts), on the CPU."""
 
 
 def cpu_copy(weights: Mapping[str, torch.Tensor]) -> Weights:
@@ -24,13 +22,3 @@ def cpu_copy(weights: Mapping[str, torch.Tensor]) -> Weights:
 def cpu_weights(module: torch.nn.Module) -> Weights:
     """A detached CPU copy of a module's state_dict."""
     return cpu_copy(module.state_dict())
-
-
-def optimizer_cpu_state(optimizer: Optimizer) -> OptimizerState:
-    """A CPU copy of the optimizer's state_dict (what a checkpoint stores)."""
-    state = copy.deepcopy(optimizer.state_dict())
-    for slots in state["state"].values():
-        for name, value in slots.items():
-            if isinstance(value, torch.Tensor):
-                slots[name] = value.detach().to("cpu")
-    return state

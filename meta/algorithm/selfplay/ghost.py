@@ -7,8 +7,9 @@ team_change learning-team agent-steps (`step`), a new opponent every swap_steps 
 agent-steps (`ghost_step`) and whenever the learning team changes, each when its counter has
 grown by more than the setting since the last time (`>`, as ML-Agents). A team change also
 resets the environment (ML-Agents' GhostController.should_reset): the collector does that.
-ELO moves by ML-Agents' `result - expected` (K = 1) after every game of the learning team
-that ended (not at a time-out), and the current opponent's rating moves the other way.
+ELO moves by ML-Agents' `result - expected` on a 400-point scale (K = 1: one game moves a
+rating by less than a point) after every game of the learning team that ended (not at a
+time-out), and the current opponent's rating moves the other way.
 Everything here goes into the checkpoint, so a resumed run continues exactly.
 """
 
@@ -22,7 +23,6 @@ import torch
 
 from meta.algorithm.ppo.weights import Weights, cpu_copy
 from meta.algorithm.selfplay.config import SelfPlayConfig
-from meta.algorithm.selfplay.elo import compute_elo_rating_change
 
 SelfPlayState = dict[str, Any]
 """A run's self-play state: {"elo": float} and, within a continuous training, "ghost"."""
@@ -32,6 +32,22 @@ LATEST = -1
 """current_opponent when the opponent plays the latest weights (ML-Agents' "current")."""
 COUNTERS = ("snapshot_counter", "current_opponent", "learning_team", "step", "ghost_step")
 LAST = ("last_save", "last_swap", "last_team_change")
+
+
+def expected_score(rating: float, opponent: float) -> float:
+    """Probability of a win (draws count half) of a player rated `rating` against `opponent`."""
+    r1, r2 = 10.0 ** (rating / 400.0), 10.0 ** (opponent / 400.0)
+    return r1 / (r1 + r2)
+
+
+def compute_elo_rating_change(rating: float, opponent: float, result: float) -> float:
+    """The change of `rating` after one game of result 1, 0.5 or 0 (GhostController's)."""
+    return result - expected_score(rating, opponent)
+
+
+def result_of(final_reward: float) -> float:
+    """A game's result read from its final reward, as ML-Agents reads it: >0 win, <0 loss."""
+    return 1.0 if final_reward > 0 else 0.0 if final_reward < 0 else 0.5
 
 
 @dataclass
@@ -71,11 +87,6 @@ class Ghost:
     def current_elo(self) -> float:
         """The learning policy's rating."""
         return self.policy_elos[-1]
-
-    @property
-    def opponent_elo(self) -> float:
-        """The rating of the opponent being played."""
-        return self.policy_elos[self.current_opponent]
 
     def publish(self, weights: Weights) -> None:
         """The learning policy changed (after an update): its new weights are the latest."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,9 +10,11 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.policy import FrozenPolicy, Policy
-from meta.algorithm.selfplay.rollout import team_behaviors
+from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.selfplay.trainer import team_behaviors
 
+Move = Callable[[np.ndarray, torch.Generator], np.ndarray]
+"""A team's moves for its observations, drawn from the generator where they are sampled."""
 RANDOM = "random"
 """The reference opponent that moves uniformly at random in [-1, 1]^2."""
 
@@ -48,8 +51,8 @@ def play_match(
     """
     names = team_behaviors(env)
     generator = torch.Generator().manual_seed(seed)
-    ours = Player(policy, deterministic)
-    theirs = Player(opponent, deterministic) if isinstance(opponent, Policy) else None
+    ours = _player(policy, deterministic)
+    theirs = _player(opponent if isinstance(opponent, Policy) else None, deterministic)
     env.reset()
     obs = [env.get_steps(name)[0].obs[0] for name in names]
     ids = env.get_steps(names[0])[0].agent_id
@@ -58,7 +61,7 @@ def play_match(
     order = np.argsort(ids)
     with torch.inference_mode():
         while np.isnan(outcome).any():
-            moves = [_act(ours, obs[0], generator), _act(theirs, obs[1], generator)]
+            moves = [ours(obs[0], generator), theirs(obs[1], generator)]
             for name, move in zip(names, moves, strict=True):
                 env.set_actions(name, ActionTuple(continuous=move))
             env.step()
@@ -74,25 +77,21 @@ def play_match(
     )
 
 
-class Player:
-    """A policy in a match: its sampled actions, or its mean ones when deterministic."""
+def _player(policy: Policy | None, deterministic: bool) -> Move:
+    """A team's moves: the policy's sampled actions or, when deterministic, its mean ones;
+    uniform ones without a policy."""
+    frozen = None if policy is None else policy.frozen()
 
-    def __init__(self, policy: Policy, deterministic: bool) -> None:
-        self.policy, self.deterministic = policy, deterministic
-        self.frozen: FrozenPolicy = policy.frozen()
-        self.device = next(policy.parameters()).device
+    def move(obs: np.ndarray, generator: torch.Generator) -> np.ndarray:
+        if policy is None or frozen is None:
+            uniform = torch.rand((len(obs), 2), generator=generator) * 2.0 - 1.0
+            return uniform.numpy().astype(np.float32)
+        x = torch.from_numpy(obs).to(policy.device)
+        acted = (
+            policy.act(x, generator, deterministic=True)
+            if deterministic
+            else frozen.act(x, generator)
+        )
+        return np.clip(acted[0].cpu().numpy(), -1.0, 1.0).astype(np.float32)
 
-    def act(self, obs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Actions for a batch of observations."""
-        if self.deterministic:
-            return self.policy.act(obs, generator, deterministic=True)[0]
-        return self.frozen.act(obs, generator)[0]
-
-
-def _act(player: Player | None, obs: np.ndarray, generator: torch.Generator) -> np.ndarray:
-    """A team's moves: the player's actions, or uniform ones without a player."""
-    if player is None:
-        uniform = torch.rand((len(obs), 2), generator=generator) * 2.0 - 1.0
-        return uniform.numpy().astype(np.float32)
-    action = player.act(torch.from_numpy(obs).to(player.device), generator)
-    return np.clip(action.cpu().numpy(), -1.0, 1.0).astype(np.float32)
+    return move

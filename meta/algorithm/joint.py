@@ -1,4 +1,4 @@
-"""The multi-task baseline: one PPO run over the task distribution, cut into meta-steps."""
+"""One PPO run cut into meta-steps: the multi-task baseline `Joint`, the scratch one `Single`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.reptile import Task, TaskSampler, Weights, inner_seed
 from meta.algorithm.request import SelfPlayState, TrainRequest, TrainResult
 from meta.config import Config
+
+_SINGLE = 0x51A6
 
 
 class Joint(MetaLearner):
@@ -52,8 +54,7 @@ class Joint(MetaLearner):
     def _task(
         self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
     ) -> Task:
-        task = sampler.sample(rng)
-        return Task(task.family, {**task.params, **env_params})
+        return sampler.sample(rng).with_params(env_params)
 
     def requests(
         self,
@@ -82,3 +83,25 @@ class Joint(MetaLearner):
     def update(self, theta: Weights, results: list[TrainResult], outer_lr: float) -> Weights:
         """The trained weights: no interpolation."""
         return results[0].weights
+
+
+class Single(Joint):
+    """One task for the whole run, drawn once from the seed; otherwise joint's one PPO run."""
+
+    name = "single"
+
+    @classmethod
+    def check(cls, cfg: Config) -> None:
+        """Any backend, games too (one task has its areas to itself)."""
+
+    @property
+    def task_count(self) -> int:
+        """One task per meta-step."""
+        return 1
+
+    def _task(
+        self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
+    ) -> Task:
+        sampler.sample(rng)  # the meta-step's draw, as every learner makes it
+        task = sampler.sample(np.random.default_rng([self.cfg.seed, _SINGLE]))
+        return task.with_params(env_params)

@@ -1,1 +1,0 @@
-"""One meta-learner per file; `meta.algorithm.registry` names them."""
