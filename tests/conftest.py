@@ -75,11 +75,17 @@ HEAVY_UNMARKED = frozenset(
         # statistics against rliable's, thousands of bootstrap draws
         "test_probability_of_improvement_is_rliables_number_to_the_bit",
         "test_intervals_cover_meta_training_where_rliables_per_run_intervals_do_not",
-        # meta-report: test_a_row_per_setting_seeds_pooled_and_the_runs_untouched stays
+        "test_action_scale_steps_the_mean_layer_as_mlagents_units_would",
+        "test_games_in_a_stack_train_each_with_its_own_ghost_as_alone",
+        "test_the_default_schedule_choice_proposes_the_committed_studys_trials",
+        # meta-report on a sweep of four trainings: the quick loop's report is the one of
+        # test_other_algorithms_and_task_distributions_are_separate_settings (shorter runs)
+        "test_a_row_per_setting_seeds_pooled_and_the_runs_untouched",
         "test_bad_input_is_one_line_and_nothing_is_written",
         "test_run_ids_and_a_run_directory_report_beside_the_runs",
         "test_a_live_run_is_listed_as_running_up_to_its_last_commit",
-        "test_other_algorithms_and_task_distributions_are_separate_settings",
+        # meta-eval's refusal of a run without weights: test_missing_run_and_run_without_weights
+        "test_cli_errors_are_one_line_and_write_nothing",
     }
 )
 """Tests that train, measure or start workers for seconds, by name, where their modules do
@@ -93,7 +99,6 @@ FIRST_CASE_QUICK = frozenset(
         "test_a_path_for_a_run_id_is_refused_before_anything_is_touched",
         "test_every_key_naming_a_run_takes_names_only",
         "test_bad_procedures_are_one_line_exit_2_and_write_nothing",
-        "test_cli_errors_are_one_line_and_write_nothing",
         "test_bad_options_fail_before_any_work",
         "test_bad_self_play_input_is_refused_before_the_run_exists",
         "test_run_first_refuses_a_run_whose_procedure_is_outside_the_space",
@@ -109,7 +114,6 @@ FIRST_CASE_QUICK = frozenset(
         "test_buffers_of_pieces_in_a_stack_train_each_as_alone",
         "test_an_option_in_a_stack_of_three_trains_each_as_alone",
         "test_a_stack_of_one_is_a_member_of_a_stack_to_the_tolerance",
-        "test_action_scale_steps_the_mean_layer_as_mlagents_units_would",
         "test_bootstrap_ci_given_rliables_draws_gives_rliables_interval",
         "test_baselines_run_and_spend_reptiles_budget",
     }
