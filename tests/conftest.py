@@ -78,6 +78,12 @@ HEAVY_UNMARKED = frozenset(
         "test_action_scale_steps_the_mean_layer_as_mlagents_units_would",
         "test_games_in_a_stack_train_each_with_its_own_ghost_as_alone",
         "test_the_default_schedule_choice_proposes_the_committed_studys_trials",
+        "test_the_library_runs_at_the_runs_matmul_precision_and_gives_the_callers_back",
+        "test_force_starts_over",
+        "test_resume_continues_in_the_stored_lesson",
+        "test_a_member_of_pieces_trains_bitwise_the_same_whichever_others_share_its_stack",
+        "test_snapshots_of_a_stack_are_those_of_each_training_alone",
+        "test_tasks_stepped_as_one_core_train_bitwise_as_each_environment_by_itself",
         # meta-report on a sweep of four trainings: the quick loop's report is the one of
         # test_other_algorithms_and_task_distributions_are_separate_settings (shorter runs)
         "test_a_row_per_setting_seeds_pooled_and_the_runs_untouched",
