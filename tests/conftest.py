@@ -75,9 +75,14 @@ HEAVY_UNMARKED = frozenset(
         # statistics against rliable's, thousands of bootstrap draws
         "test_probability_of_improvement_is_rliables_number_to_the_bit",
         "test_intervals_cover_meta_training_where_rliables_per_run_intervals_do_not",
+        "test_seed_level_given_rliables_draws_gives_rliables_interval",
+        "test_a_start_never_better_than_its_baseline_has_probability_zero",
+        # --verbose's traceback (the one-line refusals of the same run stay)
+        "test_verbose_shows_the_traceback",
         "test_action_scale_steps_the_mean_layer_as_mlagents_units_would",
         "test_games_in_a_stack_train_each_with_its_own_ghost_as_alone",
         "test_the_default_schedule_choice_proposes_the_committed_studys_trials",
+        "test_run_first_refuses_a_run_whose_procedure_is_outside_the_space",
         "test_the_library_runs_at_the_runs_matmul_precision_and_gives_the_callers_back",
         "test_force_starts_over",
         "test_resume_continues_in_the_stored_lesson",
@@ -107,7 +112,6 @@ FIRST_CASE_QUICK = frozenset(
         "test_bad_procedures_are_one_line_exit_2_and_write_nothing",
         "test_bad_options_fail_before_any_work",
         "test_bad_self_play_input_is_refused_before_the_run_exists",
-        "test_run_first_refuses_a_run_whose_procedure_is_outside_the_space",
         "test_bad_search_options_are_refused",
         "test_a_storage_that_cannot_serve_the_search_stops_it_before_training",
         "test_a_misspelled_key_gets_one_line_naming_the_nearest",
