@@ -134,7 +134,8 @@ the same entry function and modules and costs a second; the whole suite runs eve
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `quick` every test that starts no process, trains for no more than a moment and
-    needs no Ray cluster (one takes seconds to start): the loop run before each commit.
+    needs no Ray cluster (one takes seconds to start): the loop run before each commit. Of the
+    tests in FIRST_CASE_QUICK, the first case only.
 
     Before `-m` selects (pytest's own hook runs after the conftests' ones).
     """
