@@ -12,11 +12,14 @@ import contextlib
 import io
 import logging
 import os
+import runpy
 import signal
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
+from unittest import mock
 
 from meta import cli
 from meta.run.faults import FAULT_ENV
@@ -81,3 +84,36 @@ def run_main(program: str, *args: str, cwd: Path, columns: int | None = None) ->
         err.write(f"{code}\n")
         code = 1
     return Done(code or 0, out.getvalue(), err.getvalue())
+
+
+class _Ended(BaseException):
+    """os._exit, caught: the program ended there without tearing its modules down."""
+
+
+def run_module(module: str, *args: str, cwd: Path) -> tuple[Done, int]:
+    """`python -m <module> <args>` run in `cwd` in this process, as runpy runs it for `-m`: its
+    exit code and two streams, and how many times it ran the exit callbacks.
+
+    The console scripts end with `os._exit` after running the exit callbacks (meta.launch):
+    here `os._exit` is caught, and the callbacks, which would be this process's, are counted
+    instead of run.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    ended: list[int] = []
+    callbacks: list[None] = []
+
+    def end(code: int) -> NoReturn:
+        ended.append(code)
+        raise _Ended
+
+    with (
+        _as_a_program([module, *args], cwd, None),
+        mock.patch("os._exit", end),
+        mock.patch("atexit._run_exitfuncs", lambda: callbacks.append(None)),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        contextlib.suppress(_Ended),
+    ):
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    assert len(ended) == 1, f"python -m {module} returned without ending the process"
+    return Done(ended[0], out.getvalue(), err.getvalue()), len(callbacks)

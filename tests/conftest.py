@@ -58,22 +58,95 @@ HEAVY_UNMARKED = frozenset(
         "test_workers_take_the_matmul_precision_of_the_process_that_starts_them",
         "test_training_requests_give_the_same_weights_in_worker_processes",
         "test_calls_come_back_in_the_jobs_order",
+        # a second of training or measuring each, whose modules a cheaper quick test calls:
+        # resumes (test_resume_is_bitwise_identical_to_an_uninterrupted_run stays)
+        "test_carried_optimizer_is_checkpointed_and_resumes_bitwise",
+        "test_fresh_inner_optimizer_keeps_no_state_and_carry_changes_training",
+        "test_same_seed_same_weights_other_seed_other_weights",
+        "test_a_run_whose_configuration_names_them_resumes_and_evaluates",
+        "test_three_families_meta_train_with_elo_and_resume_bitwise",
+        "test_elo_is_written_per_summary_period_and_the_decisive_share_per_meta_step",
+        # stacks (the cheaper stack tests of their modules stay)
+        "test_carried_optimizer_states_at_different_steps_train_in_a_stack_as_alone",
+        "test_measured_together_gives_the_rows_measured_alone",
+        "test_a_stack_steps_its_scaled_mean_layers_as_mlagents_units_would",
+        "test_buffer_normalisation_is_population_std_once_before_the_epochs",
+        "test_per_dimension_log_probs_are_the_acting_policys_and_sum_to_its_joint",
+        # statistics against rliable's, thousands of bootstrap draws
+        "test_probability_of_improvement_is_rliables_number_to_the_bit",
+        "test_intervals_cover_meta_training_where_rliables_per_run_intervals_do_not",
+        "test_seed_level_given_rliables_draws_gives_rliables_interval",
+        "test_a_start_never_better_than_its_baseline_has_probability_zero",
+        # --verbose's traceback (the one-line refusals of the same run stay)
+        "test_verbose_shows_the_traceback",
+        "test_action_scale_steps_the_mean_layer_as_mlagents_units_would",
+        "test_games_in_a_stack_train_each_with_its_own_ghost_as_alone",
+        "test_the_default_schedule_choice_proposes_the_committed_studys_trials",
+        "test_run_first_refuses_a_run_whose_procedure_is_outside_the_space",
+        "test_the_library_runs_at_the_runs_matmul_precision_and_gives_the_callers_back",
+        "test_force_starts_over",
+        "test_resume_continues_in_the_stored_lesson",
+        "test_a_member_of_pieces_trains_bitwise_the_same_whichever_others_share_its_stack",
+        "test_snapshots_of_a_stack_are_those_of_each_training_alone",
+        "test_tasks_stepped_as_one_core_train_bitwise_as_each_environment_by_itself",
+        # meta-report on a sweep of four trainings: the quick loop's report is the one of
+        # test_other_algorithms_and_task_distributions_are_separate_settings (shorter runs)
+        "test_a_row_per_setting_seeds_pooled_and_the_runs_untouched",
+        "test_bad_input_is_one_line_and_nothing_is_written",
+        "test_run_ids_and_a_run_directory_report_beside_the_runs",
+        "test_a_live_run_is_listed_as_running_up_to_its_last_commit",
+        # meta-eval's refusal of a run without weights: test_missing_run_and_run_without_weights
+        "test_cli_errors_are_one_line_and_write_nothing",
     }
 )
 """Tests that train, measure or start workers for seconds, by name, where their modules do
 not mark them heavy: left out of the quick loop as the marked ones are."""
+FIRST_CASE_QUICK = frozenset(
+    {
+        # refusals: a whole meta-train or meta-eval each (five Hydra compositions, a second)
+        "test_bad_input_is_one_line_exit_2_and_writes_nothing",
+        "test_a_damaged_run_is_refused_in_one_line_before_any_write",
+        "test_drift_on_resume_is_refused_naming_the_key",
+        "test_a_path_for_a_run_id_is_refused_before_anything_is_touched",
+        "test_every_key_naming_a_run_takes_names_only",
+        "test_bad_procedures_are_one_line_exit_2_and_write_nothing",
+        "test_bad_options_fail_before_any_work",
+        "test_bad_self_play_input_is_refused_before_the_run_exists",
+        "test_bad_search_options_are_refused",
+        "test_a_storage_that_cannot_serve_the_search_stops_it_before_training",
+        "test_a_misspelled_key_gets_one_line_naming_the_nearest",
+        "test_bad_curricula_fail_before_anything_is_written",
+        "test_another_network_is_refused_in_one_line_before_anything_is_written",
+        "test_games_and_settings_fomaml_cannot_honour_are_refused",
+        # the manual's commands, page by page (README.md's in the quick loop)
+        "test_every_command_of_the_manual_composes",
+        # trainings, one per option or algorithm
+        "test_buffers_of_pieces_in_a_stack_train_each_as_alone",
+        "test_an_option_in_a_stack_of_three_trains_each_as_alone",
+        "test_a_stack_of_one_is_a_member_of_a_stack_to_the_tolerance",
+        "test_bootstrap_ci_given_rliables_draws_gives_rliables_interval",
+        "test_baselines_run_and_spend_reptiles_budget",
+    }
+)
+"""Parametrized tests of which the quick loop runs the first case only: each case goes through
+the same entry function and modules and costs a second; the whole suite runs every case."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `quick` every test that starts no process, trains for no more than a moment and
-    needs no Ray cluster (one takes seconds to start): the loop run before each commit.
+    needs no Ray cluster (one takes seconds to start): the loop run before each commit. Of the
+    tests in FIRST_CASE_QUICK, the first case only.
 
     Before `-m` selects (pytest's own hook runs after the conftests' ones).
     """
     for item in items:
         if "ray_cluster" in getattr(item, "fixturenames", ()):
             continue
-        if getattr(item, "originalname", item.name) in HEAVY_UNMARKED:
+        name = getattr(item, "originalname", item.name)
+        if name in HEAVY_UNMARKED:
+            continue
+        callspec = getattr(item, "callspec", None)
+        if name in FIRST_CASE_QUICK and callspec and any(callspec.indices.values()):
             continue
         if not any(item.get_closest_marker(name) for name in LEFT_OUT_OF_THE_QUICK_LOOP):
             item.add_marker(pytest.mark.quick)

@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
 from commandline import run_main
@@ -151,6 +150,8 @@ def test_the_readme_tour_runs_as_pasted_and_shows_learning(
     assert last["mean_reward"] > first["mean_reward"] + 1.0
 
     assert sorted(p.name for p in clone.iterdir()) == ["notebooks", "results"]
+    import nbformat  # here: its import takes seconds, and every worker collects this file
+
     notebook = nbformat.read(clone / "results" / "meta_steps.ipynb", as_version=4)
     text = text_of(notebook)
     assert "results/tour: reptile, meta-steps 40 of 40" in text and "measurements" in text

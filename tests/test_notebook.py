@@ -6,9 +6,8 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import nbformat
 import pytest
 from tinyconfig import TINY, TINY_EVAL, compose_config
 
@@ -16,6 +15,9 @@ from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.report.cli import main as meta_report
 from meta.trainer import train
+
+if TYPE_CHECKING:  # imported where read: nbformat takes seconds, and every worker collects
+    import nbformat
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 META_STEPS, SWEEP = NOTEBOOKS / "meta_steps.ipynb", NOTEBOOKS / "sweep.ipynb"
@@ -44,6 +46,7 @@ def run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> nbformat.NotebookNode:
     """Execute `notebook` with papermill in `cwd`, parameters injected; the executed notebook."""
+    import nbformat
     import papermill
 
     cwd.mkdir(exist_ok=True)
@@ -71,6 +74,8 @@ def images_of(nb: nbformat.NotebookNode) -> int:
 
 @pytest.mark.parametrize("notebook", [META_STEPS, SWEEP])
 def test_committed_without_outputs(notebook: Path) -> None:
+    import nbformat
+
     nb = nbformat.read(notebook, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -14,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 META = ROOT / "meta"
 
 
+@functools.cache  # parsed once per process for the tests below, which only read the trees
 def _modules() -> list[tuple[Path, ast.Module]]:
     return [(path, ast.parse(path.read_text())) for path in sorted(META.rglob("*.py"))]
 

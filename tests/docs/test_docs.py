@@ -11,7 +11,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import nbformat
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
@@ -231,6 +230,8 @@ NOTEBOOKS = {
 
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
 def test_the_sites_notebooks_are_the_repositorys_executed_on_the_example_run(name: str) -> None:
+    import nbformat  # here, not above: its import takes seconds and every worker collects this file
+
     source = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
     shown = nbformat.read(DOCS / "notebooks" / f"{name}.ipynb", as_version=4)
     cells = [
