@@ -52,18 +52,20 @@ def train_requests(
     timers = timers or NullTimers()
     first = requests[0]
     games = [is_game(env, first.ppo) for env in envs]
-    if len(set(games)) > 1:
-        # games collect member by member, the others in lockstep: each kind in its own stack,
-        # so that a member's companions never change how it acts
-        kinds: dict[int, TrainResult] = {}
-        for kind in (False, True):
-            mine = [i for i, game in enumerate(games) if game is kind]
+    starts = [cpu_weights(start_policy(r, e)) for r, e in zip(requests, envs, strict=True)]
+    # games collect member by member, the others in lockstep, and networks of other shapes
+    # (other observation or action specs) cannot share a stack: each kind in a stack of its
+    # own, so that a member's companions never change how it acts
+    kinds = [(g, tuple(w.shape for w in s.values())) for g, s in zip(games, starts, strict=True)]
+    if len(set(kinds)) > 1:
+        done: dict[int, TrainResult] = {}
+        for kind in dict.fromkeys(sorted(kinds, key=lambda k: k[0])):
+            mine = [i for i, other in enumerate(kinds) if other == kind]
             kind_results = train_requests(
                 [requests[i] for i in mine], [envs[i] for i in mine], timers, merge, compiled
             )
-            kinds.update(zip(mine, kind_results, strict=True))
-        return [kinds[i] for i in range(len(requests))]
-    starts = [cpu_weights(start_policy(r, e)) for r, e in zip(requests, envs, strict=True)]
+            done.update(zip(mine, kind_results, strict=True))
+        return [done[i] for i in range(len(requests))]
     if first.updates == 0:
         return [
             TrainResult(start, {}, snapshots={0: start} if 0 in r.snapshots else {})

@@ -308,6 +308,18 @@ def test_a_game_beside_tasks_leaves_how_the_tasks_train_unchanged() -> None:
     assert mixed[1].self_play_state is not None and ELO in mixed[1].stats
 
 
+def test_networks_of_other_shapes_among_the_requests_train_in_stacks_of_their_own() -> None:
+    # members that cannot share a stack (other shapes: another width here, other observation
+    # or action specs from other environments) are grouped, never refused
+    tasks = _requests()
+    wide = replace(NETWORK, hidden_units=48)
+    start = cpu_weights(policy_for(POOL.env("FindTarget", {}, 0), wide, seed=1))
+    others = [replace(r, weights=start, network=wide, seed=r.seed + 9) for r in tasks[:2]]
+    mixed = _stacked([tasks[0], others[0], tasks[1], others[1], tasks[2]])
+    for a, b in zip(_stacked(tasks) + _stacked(others), mixed[::2] + mixed[1::2], strict=True):
+        assert _same(a.weights, b.weights) and repr(a.updates) == repr(b.updates)
+
+
 # bitwise guarantees of how a stack is cut and stepped
 
 

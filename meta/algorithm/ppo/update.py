@@ -364,7 +364,10 @@ def backward_halves(
     losses: tuple[Loss, Loss],
     worker: ThreadPoolExecutor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The gradients of both halves of the loss left in the parameters; their statistics."""
+    """The gradients of both halves of the loss left in the parameters; their statistics.
+
+    The halves' graphs share no parameter, so one backward pass over both (one thread) leaves
+    the bits that a pass each (two threads, side by side) does."""
     actor, critic = losses
 
     def half(loss: Loss) -> torch.Tensor:
@@ -373,7 +376,11 @@ def backward_halves(
         return stats
 
     if worker is None:
-        return half(actor), half(critic)
+        (actor_value, actor_stats), (critic_value, value_losses) = (
+            loss(policy, batch, cfg, hyper) for loss in losses
+        )
+        torch.autograd.backward([actor_value, critic_value])
+        return actor_stats, value_losses
     future = worker.submit(half, actor)
     value_losses = half(critic)
     return future.result(), value_losses
