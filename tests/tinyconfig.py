@@ -33,3 +33,16 @@ def compose_config(overrides: list[str]) -> Config:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+TINY_SEARCH = [
+    "hparams_search=reptile_optuna",
+    *TINY,
+    "eval.budgets=[0,1]",
+    "eval.seeds=2",
+    "eval.tasks_per_family=1",
+    "eval.buffer_size=256",
+    "eval.eval_episodes=8",
+    "optimized_metric=success_iqm@1",
+]
+"""A search whose trials are tiny runs, each adapting on one task per family for a moment."""

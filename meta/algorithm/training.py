@@ -58,14 +58,14 @@ def train_requests(
     # own, so that a member's companions never change how it acts
     kinds = [(g, tuple(w.shape for w in s.values())) for g, s in zip(games, starts, strict=True)]
     if len(set(kinds)) > 1:
-        done: dict[int, TrainResult] = {}
+        grouped: dict[int, TrainResult] = {}
         for kind in dict.fromkeys(sorted(kinds, key=lambda k: k[0])):
             mine = [i for i, other in enumerate(kinds) if other == kind]
             kind_results = train_requests(
                 [requests[i] for i in mine], [envs[i] for i in mine], timers, merge, compiled
             )
-            done.update(zip(mine, kind_results, strict=True))
-        return [done[i] for i in range(len(requests))]
+            grouped.update(zip(mine, kind_results, strict=True))
+        return [grouped[i] for i in range(len(requests))]
     if first.updates == 0:
         return [
             TrainResult(start, {}, snapshots={0: start} if 0 in r.snapshots else {})

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from commandline import run_main
-from tinyconfig import compose_config
+from tinyconfig import TINY_SEARCH, compose_config
 
 from meta.evaluation.metric import parse_metric, pooled_families
 from meta.evaluation.objective import objective_value
@@ -29,15 +29,6 @@ from meta.evaluation.statistics import Measurement, iqm
 optuna = pytest.importorskip("optuna")
 
 MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
-SEARCH = ["hparams_search=reptile_optuna", "experiment=tiny", "logger=quiet"]
-SMALL_EVAL = [
-    "eval.budgets=[0,1]",
-    "eval.seeds=2",
-    "eval.tasks_per_family=1",
-    "eval.buffer_size=256",
-    "eval.eval_episodes=8",
-    "optimized_metric=success_iqm@1",
-]
 
 
 def measured(success: dict[tuple[str, int, int, int], float]) -> list[Measurement]:
@@ -106,9 +97,7 @@ def test_a_search_that_would_not_train_on_its_objective_stops_before_training(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:
     results = tmp_path / "search"
-    done = run_main(
-        "meta-train", *SEARCH, *SMALL_EVAL, *overrides, f"results_dir={results}", cwd=tmp_path
-    )
+    done = run_main("meta-train", *TINY_SEARCH, *overrides, f"results_dir={results}", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if "meta-train" in line]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in done.stderr
@@ -123,7 +112,7 @@ def test_a_real_search_returns_its_objective_and_reads_as_a_sweep(
     results = tmp_path / "search"
     trials = ["hydra.sweeper.n_trials=2", "meta.steps=2", f"results_dir={results}"]
     # each trial's adaptations in two worker processes: the objective as a study computes it
-    done = meta_train(*SEARCH, *SMALL_EVAL, *trials, "eval.workers=2", cwd=tmp_path)
+    done = meta_train(*TINY_SEARCH, *trials, "eval.workers=2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     best = yaml.safe_load((results / "optimization_results.yaml").read_text())
     assert set(best["best_params"]) == {"meta.outer_lr", "ppo.max_steps", "meta.meta_batch_size"}
@@ -167,7 +156,7 @@ def test_an_interrupted_search_fails_its_trial_and_the_same_command_continues_it
     meta_train: MetaTrain, tmp_path: Path
 ) -> None:
     results = tmp_path / "search"
-    command = [*SEARCH, *SMALL_EVAL, "hydra.sweeper.n_trials=4", "meta.steps=2"]
+    command = [*TINY_SEARCH, "hydra.sweeper.n_trials=4", "meta.steps=2"]
     command.append("results_dir=search")  # relative: the study is found from the same place
     search = subprocess.Popen(
         [sys.executable, "-m", "meta", *command],
@@ -216,7 +205,7 @@ def test_a_storage_that_cannot_serve_the_search_stops_it_before_training(
         study_name="reptile_optuna", storage=f"sqlite:///{tmp_path}/search/optuna.db"
     )  # minimize: the search maximizes
     given = ["results_dir=search", f"hydra.sweeper.storage={storage}"]
-    done = run_main("meta-train", *SEARCH, *SMALL_EVAL, *given, cwd=tmp_path)
+    done = run_main("meta-train", *TINY_SEARCH, *given, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if "meta-train" in line]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in done.stderr
@@ -275,7 +264,7 @@ def test_a_search_that_cannot_run_stops_before_any_trial_and_leaves_its_study(
     )
     study.enqueue_trial({"meta.outer_lr": 0.5})
     before = db.read_bytes()
-    search = [*SEARCH, *SMALL_EVAL, "results_dir=search", *given]
+    search = [*TINY_SEARCH, "results_dir=search", *given]
     if "--config-dir" in search or "hparams_search=typo" in search:  # Hydra's flags first
         search = [a for a in search if a != "--config-dir"]
         search = ["--config-dir", str(tmp_path / "conf"), *search]
@@ -303,7 +292,7 @@ def old_study(path: Path) -> Path:
 def test_a_study_of_optuna_2_is_refused_with_the_command_that_upgrades_it(tmp_path: Path) -> None:
     db = old_study(tmp_path / "search" / "optuna.db")
     before = db.read_bytes()
-    done = run_main("meta-train", *SEARCH, *SMALL_EVAL, "results_dir=search", cwd=tmp_path)
+    done = run_main("meta-train", *TINY_SEARCH, "results_dir=search", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if "meta-train" in line]
     assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
@@ -320,7 +309,7 @@ def test_an_upgraded_study_of_optuna_2_is_continued_with_its_trials(tmp_path: Pa
     upgrade = [str(optuna_cli), "storage", "upgrade", "--storage", f"sqlite:///{db}"]
     subprocess.run(upgrade, check=True, capture_output=True, timeout=120)
     given = ["results_dir=search", "hydra.sweeper.n_trials=3", "meta.steps=1"]
-    done = run_main("meta-train", *SEARCH, *SMALL_EVAL, *given, cwd=tmp_path)
+    done = run_main("meta-train", *TINY_SEARCH, *given, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "2 of 3 trials finished (2 in all)" in done.stdout
     assert trial_states(tmp_path / "search") == ["COMPLETE"] * 3

@@ -14,23 +14,11 @@ from typing import Any
 import pytest
 from commandline import run_main
 from processes import wait_until
+from tinyconfig import TINY_SEARCH
 
 optuna = pytest.importorskip("optuna")
 
-SEARCH = [
-    "hparams_search=reptile_optuna",
-    "experiment=tiny",
-    "logger=quiet",
-    "eval.budgets=[0,1]",
-    "eval.seeds=2",
-    "eval.tasks_per_family=1",
-    "eval.buffer_size=256",
-    "eval.eval_episodes=8",
-    "optimized_metric=success_iqm@1",
-    "meta.steps=1",
-    "hydra.sweeper.n_trials=2",
-    "results_dir=search",
-]
+SEARCH = [*TINY_SEARCH, "meta.steps=1", "hydra.sweeper.n_trials=2", "results_dir=search"]
 """A real search of the committed space, two trials of one meta-step each."""
 
 

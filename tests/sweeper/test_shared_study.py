@@ -20,26 +20,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tinyconfig import TINY_SEARCH
 
 optuna = pytest.importorskip("optuna")
 pgserver = pytest.importorskip("pgserver")
 sqlalchemy = pytest.importorskip("sqlalchemy")
 
 PASSWORD = "s3cret-Passw0rd"
-SEARCH = [
-    "hparams_search=reptile_optuna",
-    "experiment=tiny",
-    "logger=quiet",
-    "eval.budgets=[0,1]",
-    "eval.seeds=2",
-    "eval.tasks_per_family=1",
-    "eval.buffer_size=256",
-    "eval.eval_episodes=8",
-    "optimized_metric=success_iqm@1",
-    "meta.steps=1",
-    "hydra.sweeper.n_trials=5",
-    "results_dir=search",
-]
+SEARCH = [*TINY_SEARCH, "meta.steps=1", "hydra.sweeper.n_trials=5", "results_dir=search"]
 
 
 @pytest.fixture
