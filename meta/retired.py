@@ -58,12 +58,11 @@ def in_error(error: BaseException) -> str | None:
 
 def upgraded(saved: dict[str, Any]) -> dict[str, Any]:
     """A saved configuration without the keys that are gone, a retired runtime as its successor."""
+    for key in KEYS:
+        section, _, leaf = key.partition(".")
+        if isinstance(saved.get(section), dict):
+            saved[section].pop(leaf, None)
     runtime = saved.get("runtime")
-    if isinstance(runtime, dict):
-        runtime.pop("stack", None)
-        if runtime.get("backend") in RUNTIMES:
-            runtime["backend"] = RUNTIMES[runtime["backend"]][0]
-    for key in ("batched", "batched_joint"):
-        if isinstance(saved.get("eval"), dict):
-            saved["eval"].pop(key, None)
+    if isinstance(runtime, dict) and runtime.get("backend") in RUNTIMES:
+        runtime["backend"] = RUNTIMES[runtime["backend"]][0]
     return saved

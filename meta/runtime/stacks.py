@@ -43,32 +43,20 @@ def run_jobs(
     runtime.compile), other jobs one by one; a crashed build is relaunched after
     `on_crash(error)` and its job (or stack) retried from its start."""
     crash_types = pool.crash_types()
-    together = stacks(jobs, pool.cfg.backend != "native")
-    first = {group[0]: group for group in together}
-    inside = {i for group in together for i in group}
-    done: dict[int, R] = {}
-    for i, job in enumerate(jobs):
-        if i in inside and i not in first:
-            yield done.pop(i)
-            continue
+    results: dict[int, R] = {}
+    given = 0
+    for where, job in units(jobs, 1, compiled, pool.cfg.backend != "native"):
         while True:
             try:
-                if i in first:
-                    done.update(
-                        zip(
-                            first[i],
-                            train_stack(pool, timers, [jobs[j] for j in first[i]], compiled),
-                            strict=True,
-                        )
-                    )
-                    result = done.pop(i)
-                else:
-                    result = job(pool, timers)
+                got = job(pool, timers)
                 break
             except crash_types as crash:
                 on_crash(crash)
                 pool.restart_all()
-        yield result
+        results.update(zip(where, got if isinstance(job, Stacked) else [got], strict=True))
+        while given in results:
+            yield results.pop(given)
+            given += 1
 
 
 def train_stack(pool: EnvPool, timers: Timers, jobs: Sequence[Job[R]], compiled: bool) -> list[R]:
