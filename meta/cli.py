@@ -25,7 +25,7 @@ from meta.run.names import (
     override_key,
     run_command,
 )
-from meta.run.signals import exit_at_once, exit_code, forget_interrupt
+from meta.run.signals import BEFORE_START, exit_at_once, exit_code, forget_interrupt
 from meta.runtime.config import check_matmul_precision
 from meta.usage import HELP_FLAGS, did_you_mean, eval_argv, wrapped_help
 
@@ -82,7 +82,6 @@ def precheck(program: str, argv: list[str]) -> None:
 
 
 def _train(cfg: DictConfig) -> float | None:
-    from meta.launch import BEFORE_START
     from meta.observe.console import log_to, run_console
 
     exit_at_once("meta-train", BEFORE_START)  # again for each job of a multirun
@@ -178,8 +177,6 @@ def _hydra(task: Any) -> Any:
 
 def train_main() -> None:
     """`meta-train [--verbose] [overrides]`."""
-    from meta.launch import BEFORE_START
-
     exit_at_once("meta-train", BEFORE_START)
     _take_verbose()
     argv = sys.argv[1:]

@@ -15,9 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from meta.run.signals import exit_at_once
-
-BEFORE_START = "interrupted before the run started; nothing was written"
+from meta.run.signals import BEFORE_START, exit_at_once
 
 
 def train() -> None:

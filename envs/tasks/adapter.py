@@ -8,7 +8,6 @@ DecisionSteps too, with reward 0, as a Unity build with a DecisionRequester does
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
 
 import numpy as np
 from mlagents_envs.base_env import (
@@ -29,7 +28,7 @@ from mlagents_envs.exception import UnityActionException, UnityEnvironmentExcept
 from envs.constants import BEHAVIOR_NAME
 from envs.tasks.core import ACTION_SIZE, OBS_SIZE, BatchedTask, Ended
 from envs.tasks.episode_stats import EpisodeStatsChannel
-from envs.tasks.family import Family, TaskParams
+from envs.tasks.family import Core, Family
 
 BEHAVIOR_SPEC = BehaviorSpec(
     observation_specs=[
@@ -58,19 +57,6 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return array
 
 
-class _Core(Protocol):
-    """What every built-in core offers the environment around it: its parameters."""
-
-    @property
-    def params(self) -> TaskParams:
-        """The parameters that the next episodes use."""
-        ...
-
-    def set_params(self, params: TaskParams) -> None:
-        """Use `params` from each area's next episode on."""
-        ...
-
-
 class InProcessEnv(BaseEnv):
     """What the BaseEnv of a built-in task and of a built-in game share: checked arguments,
     the core, its stats channel and parameters, and Unity's closed-environment behaviour."""
@@ -91,7 +77,7 @@ class InProcessEnv(BaseEnv):
         self.family = family
         self.num_areas = int(num_areas)
         self.stats_channel = EpisodeStatsChannel()
-        self._core: _Core = family.core_type(
+        self._core: Core = family.core_type(
             family.validate(params or {}), self.num_areas, int(seed), self.stats_channel.record
         )
         self._loaded = True

@@ -6,18 +6,15 @@ import dataclasses
 import itertools
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envs.constants import SPLITS
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from envs.tasks.core import BatchedTask
-    from envs.tasks.sumo import SumoCore
 
 Interval = tuple[float, float]
 Ranges = Mapping[str, tuple[Interval, ...]]
@@ -97,13 +94,27 @@ def _overlaps(a: tuple[Interval, ...], b: tuple[Interval, ...]) -> bool:
     return any(lo1 < hi2 and lo2 < hi1 for lo1, hi1 in a for lo2, hi2 in b)
 
 
+class Core(Protocol):
+    """What every family's batched core offers the environment around it: its parameters."""
+
+    @property
+    def params(self) -> TaskParams:
+        """The parameters that the next episodes use."""
+        ...
+
+    def set_params(self, params: Any) -> None:
+        """Use `params` (the family's own TaskParams) from each area's next episode on."""
+        ...
+
+
 @dataclass(frozen=True, eq=False)
 class Family:
     """A task family: its parameters, its batched core, and its meta-train/test ranges."""
 
     name: str
     params_type: type[TaskParams]
-    core_type: type[BatchedTask] | type[SumoCore]
+    core_type: Callable[..., Core]
+    """The batched core: called with (params, num_areas, seed, record)."""
     train_ranges: Ranges
     test_ranges: Ranges
     teams: int = 1

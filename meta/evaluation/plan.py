@@ -12,7 +12,6 @@ from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
 from meta.curriculum.lessons import parse_environment_parameters
-from meta.evaluation.adapt import Setting
 from meta.evaluation.runs import (
     JointBaseline,
     check_loads,
@@ -21,6 +20,7 @@ from meta.evaluation.runs import (
     joint_training,
     load_run,
 )
+from meta.evaluation.setting import Setting
 from meta.evaluation.tasks import EvalTask, sample_tasks
 from meta.run.directory import STATUS_FILE, RunError, check_inside, latest_weights
 from meta.run.names import check_name

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 
 import optuna
 
-from meta.evaluation.adapt import Setting
 from meta.evaluation.config import Procedure, SearchConfig
 from meta.evaluation.selection import SelectionRow, select
+from meta.evaluation.setting import Setting
 from meta.evaluation.statistics import Measurement, Resampling
 
 StartKey = tuple[str, str, str]

@@ -14,7 +14,7 @@ from meta.curriculum.lessons import EnvironmentParameters
 from meta.evaluation.config import EVAL_SPLITS
 
 if TYPE_CHECKING:
-    from meta.evaluation.adapt import Setting
+    from meta.evaluation.setting import Setting
 
 _TASKS = 0x7E57
 

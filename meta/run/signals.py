@@ -11,6 +11,8 @@ import signal
 from collections.abc import Callable
 
 HELD = (signal.SIGINT, signal.SIGTERM)
+BEFORE_START = "interrupted before the run started; nothing was written"
+"""meta-train's line for a signal before it writes."""
 _closers: list[Callable[[], object]] = []
 """Process-wide, as signal dispositions are: what the handler closes before exiting."""
 

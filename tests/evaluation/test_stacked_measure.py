@@ -16,10 +16,9 @@ from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.training import train_requests
 from meta.config import Config
 from meta.curriculum.lessons import parse_environment_parameters
-from meta.evaluation.adapt import AdaptJob, Setting
+from meta.evaluation.adapt import AdaptJob, Setting, measured, measured_together
 from meta.evaluation.config import Procedure
 from meta.evaluation.episodes import policy_actor, run_episodes, run_stacked_episodes, stacked_actor
-from meta.evaluation.measured import measured, measured_together
 from meta.evaluation.statistics import Measurement
 from meta.evaluation.tasks import sample_tasks
 from meta.runtime.envpool import EnvPool
