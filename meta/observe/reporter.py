@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 from meta.observe.tables import CSVWriter
@@ -27,7 +25,6 @@ from meta.observe.tags import (
     SUCCESS_RATE,
     WEIGHT_DELTA_NORM,
 )
-from meta.run.atomic import StrPath
 
 logger = logging.getLogger(__name__)
 
@@ -185,14 +182,6 @@ class ConsoleWriter(NullWriter):
         logger.info(". ".join(parts) + ".")
 
 
-def new_wandb_id() -> str:
-    """A fresh wandb run id (the run keeps it in its status file to resume the same run)."""
-    return secrets.token_hex(4)
-
-
-WRITERS = ("console", "csv", "tensorboard", "wandb")
-
-
 def csv_tables(
     extra_columns: Sequence[str] = (), inner_columns: Sequence[str] | None = None
 ) -> dict[str, list[str]]:
@@ -206,50 +195,3 @@ def csv_tables(
     if inner_columns is not None:
         tables[INNER_UPDATES_TABLE] = ["meta_step", *(c for c in inner_columns if c != "meta_step")]
     return tables
-
-
-def build_reporter(
-    run_dir: StrPath,
-    *,
-    run_id: str,
-    writers: Sequence[str] = ("console", "csv", "tensorboard"),
-    config: Mapping[str, Any] | None = None,
-    resume_meta_step: int | None = None,
-    resume_env_steps: int | None = None,
-    console_every: int = 1,
-    console_label: str | None = None,
-    extra_columns: Sequence[str] = (),
-    inner_columns: Sequence[str] | None = None,
-    wandb_project: str = "meta-harness",
-    wandb_id: str | None = None,
-) -> StatsReporter:
-    """Build the run's reporter from writer names; `resume_*` = the last completed meta-step."""
-    unknown = sorted(set(writers) - set(WRITERS))
-    if unknown:
-        raise ValueError(f"unknown stats writers {unknown}; choose from {list(WRITERS)}")
-    run_dir = Path(run_dir)
-    chosen: list[StatsWriter] = []
-    if "console" in writers:
-        chosen.append(ConsoleWriter(console_every, name=console_label))
-    if "csv" in writers:
-        for table, columns in csv_tables(extra_columns, inner_columns).items():
-            chosen.append(
-                CSVWriter(run_dir / f"{table}.csv", columns, truncate_after=resume_meta_step)
-            )
-    if "tensorboard" in writers:
-        from meta.observe.writers import TensorBoardWriter
-
-        chosen.append(
-            TensorBoardWriter(
-                run_dir / "tensorboard",
-                purge_step=None if resume_meta_step is None else resume_meta_step + 1,
-                purge_env_step=None if resume_env_steps is None else resume_env_steps + 1,
-            )
-        )
-    if "wandb" in writers:
-        from meta.observe.writers import WandbWriter
-
-        chosen.append(
-            WandbWriter(run_dir, run_id, wandb_id or new_wandb_id(), config, project=wandb_project)
-        )
-    return StatsReporter(chosen)

@@ -1,16 +1,26 @@
-"""TensorBoard and Weights & Biases writers of the stats reporter."""
+"""TensorBoard and Weights & Biases writers, and the reporter of a run's chosen writers."""
 
 from __future__ import annotations
 
 import importlib
 import logging
 import os
+import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from meta.errors import first_line
-from meta.observe.reporter import ENV_STEPS_PREFIX, NullWriter, Point
+from meta.observe.reporter import (
+    ENV_STEPS_PREFIX,
+    ConsoleWriter,
+    NullWriter,
+    Point,
+    StatsReporter,
+    StatsWriter,
+    csv_tables,
+)
+from meta.observe.tables import CSVWriter
 from meta.run.atomic import StrPath
 
 logger = logging.getLogger("meta.observe.reporter")
@@ -142,3 +152,54 @@ class WandbWriter(NullWriter):
                 run.finish(exit_code=exit_code)
             except Exception as e:
                 logger.warning("wandb finish failed (%s)", e)
+
+
+def new_wandb_id() -> str:
+    """A fresh wandb run id (the run keeps it in its status file to resume the same run)."""
+    return secrets.token_hex(4)
+
+
+WRITERS = ("console", "csv", "tensorboard", "wandb")
+
+
+def build_reporter(
+    run_dir: StrPath,
+    *,
+    run_id: str,
+    writers: Sequence[str] = ("console", "csv", "tensorboard"),
+    config: Mapping[str, Any] | None = None,
+    resume_meta_step: int | None = None,
+    resume_env_steps: int | None = None,
+    console_every: int = 1,
+    console_label: str | None = None,
+    extra_columns: Sequence[str] = (),
+    inner_columns: Sequence[str] | None = None,
+    wandb_project: str = "meta-harness",
+    wandb_id: str | None = None,
+) -> StatsReporter:
+    """Build the run's reporter from writer names; `resume_*` = the last completed meta-step."""
+    unknown = sorted(set(writers) - set(WRITERS))
+    if unknown:
+        raise ValueError(f"unknown stats writers {unknown}; choose from {list(WRITERS)}")
+    run_dir = Path(run_dir)
+    chosen: list[StatsWriter] = []
+    if "console" in writers:
+        chosen.append(ConsoleWriter(console_every, name=console_label))
+    if "csv" in writers:
+        for table, columns in csv_tables(extra_columns, inner_columns).items():
+            chosen.append(
+                CSVWriter(run_dir / f"{table}.csv", columns, truncate_after=resume_meta_step)
+            )
+    if "tensorboard" in writers:
+        chosen.append(
+            TensorBoardWriter(
+                run_dir / "tensorboard",
+                purge_step=None if resume_meta_step is None else resume_meta_step + 1,
+                purge_env_step=None if resume_env_steps is None else resume_env_steps + 1,
+            )
+        )
+    if "wandb" in writers:
+        chosen.append(
+            WandbWriter(run_dir, run_id, wandb_id or new_wandb_id(), config, project=wandb_project)
+        )
+    return StatsReporter(chosen)

@@ -30,9 +30,8 @@ from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.request import TrainResult
 from meta.config import EnvConfig, RuntimeConfig
 from meta.runtime.envpool import EnvPool
-from meta.runtime.executor import OnCrash, give_up
 from meta.runtime.jobs import Job, Training
-from meta.runtime.stacks import Stacked, Unit, units
+from meta.runtime.stacks import OnCrash, Stacked, Unit, give_up, units
 from meta.runtime.threads import set_matmul_precision
 
 R = TypeVar("R")

@@ -22,11 +22,10 @@ from meta.observe.reporter import (
     INNER_UPDATES_TABLE,
     META_STEPS_TABLE,
     StatsReporter,
-    build_reporter,
-    new_wandb_id,
 )
 from meta.observe.tags import CUMULATIVE_REWARD
 from meta.observe.timers import RunTimers
+from meta.observe.writers import build_reporter, new_wandb_id
 from meta.run import faults
 from meta.run.checkpoints import CheckpointManager
 from meta.run.directory import TIMERS_FILE, RunStart, open_run

@@ -21,9 +21,8 @@ from meta.observe.reporter import (
     ConsoleWriter,
     CSVWriter,
     StatsReporter,
-    build_reporter,
 )
-from meta.observe.writers import TensorBoardWriter, WandbWriter
+from meta.observe.writers import TensorBoardWriter, WandbWriter, build_reporter
 
 
 def _row(step: int, **extra: Any) -> dict[str, Any]:
