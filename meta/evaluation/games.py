@@ -26,6 +26,7 @@ from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.selfplay.trainer import team_behaviors
+from meta.evaluation.episodes import policy_actor
 from meta.runtime.envpool import EnvPool
 
 REFERENCE = Path(__file__).resolve().parent / "references" / "Sumo.pt"
@@ -97,18 +98,15 @@ def play_match(
 def _player(policy: Policy | None, deterministic: bool) -> Move:
     """A team's moves: the policy's sampled actions or, when deterministic, its mean ones;
     uniform ones without a policy."""
-    frozen = None if policy is None else policy.frozen()
+    if policy is None:
+        return lambda obs, g: (torch.rand((len(obs), 2), generator=g) * 2.0 - 1.0).numpy()
+    if deterministic:
+        greedy = policy_actor(policy, True, torch.Generator())
+        return lambda obs, _: np.clip(greedy(obs), -1.0, 1.0).astype(np.float32)
+    frozen = policy.frozen()
 
     def move(obs: np.ndarray, generator: torch.Generator) -> np.ndarray:
-        if policy is None or frozen is None:
-            uniform = torch.rand((len(obs), 2), generator=generator) * 2.0 - 1.0
-            return uniform.numpy().astype(np.float32)
-        x = torch.from_numpy(obs).to(policy.device)
-        acted = (
-            policy.act(x, generator, deterministic=True)
-            if deterministic
-            else frozen.act(x, generator)
-        )
+        acted = frozen.act(torch.from_numpy(obs).to(policy.device), generator)
         return np.clip(acted[0].cpu().numpy(), -1.0, 1.0).astype(np.float32)
 
     return move
