@@ -307,10 +307,12 @@ class Check:
 
 def our_actions(results: Path, run_id: str, obs: list[list[float]]) -> dict[str, Any]:
     """Our policy's deterministic actions and sigma, from the run's weights as we load them."""
+    import numpy as np
     import torch
 
     from meta.algorithm.ppo.config import NetworkConfig
     from meta.algorithm.ppo.policy import make_policy
+    from meta.evaluation.episodes import policy_actor
     from meta.interop.mlagents import Network
     from meta.run.directory import latest_weights
 
@@ -320,9 +322,11 @@ def our_actions(results: Path, run_id: str, obs: list[list[float]]) -> dict[str,
         net.obs_size, net.action_size, NetworkConfig(net.hidden_units, net.num_layers), 0
     )
     policy.load_state_dict(theta)
-    with torch.no_grad():
-        action, _, _ = policy.act(torch.tensor(obs), deterministic=True)
-    return {"deterministic": action.clamp(-1, 1).tolist(), "sigma": policy.log_std.exp().tolist()}
+    action = policy_actor(policy, True, torch.Generator())(np.asarray(obs, np.float32))
+    return {
+        "deterministic": np.clip(action, -1, 1).tolist(),
+        "sigma": policy.log_std.exp().tolist(),
+    }
 
 
 def max_gap(a: list[list[float]], b: list[list[float]]) -> float:

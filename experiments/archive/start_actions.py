@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 import envs
 from meta.algorithm.ppo.policy import policy_for
 from meta.config import NetworkConfig
+from meta.evaluation.episodes import policy_actor
 
 TASK = {"hidden_goal": 1, "motor_rotation": 0, "agent_speed": 0.2}
 
@@ -46,8 +47,7 @@ def describe(run_dir: Path, steps: int = 200) -> None:
         means = []
         for _ in range(steps):
             obs = env.get_steps(behavior)[0].obs[0]
-            with torch.no_grad():
-                mean = policy.mean_from(policy.features(torch.from_numpy(obs))).numpy()
+            mean = policy_actor(policy, True, torch.Generator())(obs)
             means.append(np.abs(mean))
             env.set_actions(behavior, ActionTuple(continuous=mean.astype(np.float32)))
             env.step()

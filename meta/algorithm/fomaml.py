@@ -64,12 +64,11 @@ def meta_gradient(
     normalised over the buffer), its gradient clipped to cfg.max_grad_norm as every inner step.
     """
     policy = PolicyStack([dict(weights)], network.normalize, network.normalizer_epsilon, device)
-    member = policy.member(0)
     generator = torch.Generator().manual_seed(query_seed(seed))
-    collector = Collector(env, BEHAVIOR_NAME, member, generator, cfg.time_horizon)
+    collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon)
     rollout = collector.collect(max(math.ceil(cfg.buffer_size / collector.num_agents), 1))
     if cfg.ratio == "per_dimension":
-        rollout = dimension_log_probs(member, rollout)
+        rollout = dimension_log_probs(policy, rollout)
     buffer_gradient(policy, [rollout], cfg, [hyper])
     gradient = {k: p.grad[0].detach().to("cpu", copy=True) for k, p in policy.params.items()}  # type: ignore[index]
     return gradient, rollout.num_steps

@@ -1,13 +1,7 @@
 """What a meta-learner is (the trainings a meta-step needs, how θ moves, what carries on); Reptile.
 
-A `MetaLearner` is told the run's configuration once. Each meta-step it draws its tasks
-(`tasks`), describes the trainings they need as `TrainRequest`s (`requests`), and, from the
-results in the requests' order, gives the new θ (`update`) and the state the next meta-step
-continues (`optimizer_after`, `self_play_after`). Requests of a chain (`chained`) run one
-after the other, each continuing what the previous one left (`continued`); the others may run
-side by side. Subclasses override what differs, as supervised-reptile's `FOMAML(Reptile)`
-does (meta.algorithm.fomaml; joint's and single's one PPO run: meta.algorithm.joint);
-`meta.algorithm.registry` maps each `meta.algorithm` to its class.
+Requests of a chain (`chained`) run one after the other, each continuing what the previous one
+left (`continued`); the others may run side by side. Subclasses override what differs.
 """
 
 from __future__ import annotations
@@ -16,10 +10,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from meta.algorithm.ppo.config import SelfPlayConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.reptile import Task, TaskSampler, Weights, inner_seed, reptile_update
 from meta.algorithm.request import OptimizerState, SelfPlayState, TrainRequest, TrainResult
-from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import elo_only, run_state_after
 from meta.config import Config
 

@@ -40,17 +40,6 @@ def distance(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> fl
     return float(total.sqrt())
 
 
-def mismatch(expected: Weights, given: Weights) -> str:
-    """How `given` differs from `expected` in keys or shapes, in words; empty when it fits."""
-    missing, extra = sorted(set(expected) - set(given)), sorted(set(given) - set(expected))
-    if missing or extra:
-        return f"missing {missing[:3]}, unexpected {extra[:3]}"
-    for key, value in expected.items():
-        if given[key].shape != value.shape:
-            return f"{key} has shape {tuple(given[key].shape)}, this network {tuple(value.shape)}"
-    return ""
-
-
 @dataclass(frozen=True)
 class Task:
     """One sampled task: a family and its parameter values."""

@@ -1,10 +1,5 @@
-"""One training as a picklable request, and what it gives back.
-
-A request carries everything a training needs and nothing of the process that runs it: the
-tasks, the seed, PPO's and the network's settings, the annealed hyperparameters, the start
-weights, the state it continues (Adam's, the ghost's) and what to give back. So the same
-request gives the same result in this process, a worker process or a Ray actor.
-"""
+"""One training as a picklable request, and what it gives back: everything a training needs
+and nothing of the process that runs it, so it gives the same result wherever it runs."""
 
 from __future__ import annotations
 

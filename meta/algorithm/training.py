@@ -16,7 +16,7 @@ from envs.tasks.teams import team_of
 from meta.algorithm.fomaml import meta_gradient
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.train import Schedule, Session, Stack, train_stack
@@ -76,7 +76,7 @@ def train_requests(
         if rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {rate}")
 
-    def session_for(i: int, member: Member, generator: torch.Generator) -> Session | None:
+    def session_for(i: int, member: PolicyStack, generator: torch.Generator) -> Session | None:
         if not games[i]:
             return None
         r = requests[i]

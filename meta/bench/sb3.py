@@ -21,7 +21,7 @@ from meta.algorithm.ppo.hyper import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.training import train
-from meta.evaluation.episodes import Act, run_episodes
+from meta.evaluation.episodes import Act, policy_actor, run_episodes
 
 if TYPE_CHECKING:
     from stable_baselines3 import PPO
@@ -105,13 +105,8 @@ def train_ours(settings: Settings) -> Outcome:
     env.close()
     policy = policy_for(env, settings.network)
     policy.load_state_dict(result.weights)
-    stats = result.stats
-
-    @torch.inference_mode()
-    def act(obs: np.ndarray) -> np.ndarray:
-        return policy.act(torch.from_numpy(obs), deterministic=True)[0].numpy()
-
-    return Outcome(int(stats["steps"]), seconds, cpu_seconds, success_rate(act, settings))
+    act = policy_actor(policy, True, torch.Generator())
+    return Outcome(int(result.stats["steps"]), seconds, cpu_seconds, success_rate(act, settings))
 
 
 class _Schedule:

@@ -26,15 +26,12 @@ Act = Callable[[np.ndarray], np.ndarray]
 
 
 def policy_actor(policy: Policy, deterministic: bool, generator: torch.Generator) -> Act:
-    """`policy` as a function from a batch of observations to actions."""
-    device = next(policy.parameters()).device
-
-    @torch.inference_mode()
-    def act(obs: np.ndarray) -> np.ndarray:
-        action = policy.act(torch.from_numpy(obs).to(device), generator, deterministic)[0]
-        return action.cpu().numpy()
-
-    return act
+    """`policy` as a function from a batch of observations to actions: its mean action, or one
+    drawn from `generator` (a stacked actor of one)."""
+    weights, device = [policy.state_dict()], str(policy.device)
+    stacked = stacked_actor(weights, policy.network, device, deterministic, [generator])
+    one = np.ones(1, bool)
+    return lambda obs: stacked(torch.from_numpy(obs)[None], one)[0].cpu().numpy()
 
 
 def run_episodes(env: AgentEnvironment, act: Act, episodes: int) -> tuple[float, float, int]:
@@ -116,7 +113,7 @@ def stacked_actor(
 
     The means are batched products over fixed pieces of about `rows` observations (2 members
     at least), a piece skipped once none of its members is active, so a member acts with the
-    same bits in any stack of 2 or more (those of `Policy.act` to the products' rounding)."""
+    same bits in any stack of 2 or more (those of its stack of one to the products' rounding)."""
     policy = PolicyStack(weights, network.normalize, network.normalizer_epsilon, device)
     std = policy.log_std.detach().exp()[:, None]
     parts: list[tuple[slice, PolicyStack]] = []

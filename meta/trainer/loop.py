@@ -43,7 +43,7 @@ from meta.run.records import (
 )
 from meta.runtime.jobs import Training
 from meta.trainer.dispatch import InnerTrainings, drive
-from meta.trainer.preflight import TrainingPlan
+from meta.trainer.preflight import TrainingPlan, weights_mismatch
 
 OPTIMIZER = "optimizer"
 """Checkpoint key of Adam's state where it carries over (joint, single, reptile with carry)."""
@@ -146,7 +146,7 @@ class MetaTrainer:
         theta = policy_for(env, self.cfg.network, seed=self.cfg.seed).state_dict()
         self.plan.pool.release(env)
         if start.initial_weights is not None:
-            mismatch = reptile.mismatch(theta, start.initial_weights)
+            mismatch = weights_mismatch(theta, start.initial_weights)
             if mismatch:
                 raise ValueError(
                     f"initialize_from={self.cfg.initialize_from}: its weights do not fit this "

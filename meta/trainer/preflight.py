@@ -6,13 +6,18 @@ It only checks: it writes nothing and starts nothing (Ray is joined or started b
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from mlagents_envs.base_env import BehaviorSpec
+
+import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
+from meta.algorithm.ppo.config import SelfPlayConfig
 from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import learner_class
-from meta.algorithm.selfplay.checks import check_families
 from meta.config import Config
 from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
 from meta.observe.reporter import csv_tables
@@ -69,13 +74,11 @@ def _check_weights(cfg: Config, run_id: str) -> None:
     differs (layer sizes, normalisation, observation or action size) is refused naming every
     difference.
     """
-    import envs
-
     env = envs.make(cfg.meta.tasks[0].name)
     fresh = policy_for(env, cfg.network).state_dict()
     env.close()
     if cfg.resume:
-        mismatch = reptile.mismatch(fresh, resume_state(run_path(cfg, run_id))["theta"])
+        mismatch = weights_mismatch(fresh, resume_state(run_path(cfg, run_id))["theta"])
         if mismatch:
             raise ValueError(
                 f"resume=true: {run_path(cfg, run_id) / BEHAVIOR_NAME / LATEST} holds weights "
@@ -84,9 +87,67 @@ def _check_weights(cfg: Config, run_id: str) -> None:
     if cfg.initialize_from:
         sizes = (int(fresh["actor.0.weight"].shape[1]), int(fresh["log_std"].shape[0]))
         weights = latest_weights(cfg.results_dir, str(cfg.initialize_from), cfg.network, sizes)
-        mismatch = reptile.mismatch(fresh, weights)
+        mismatch = weights_mismatch(fresh, weights)
         if mismatch:
             raise ValueError(
                 f"initialize_from={cfg.initialize_from}: its weights do not fit this network "
                 f"({mismatch})"
             )
+
+
+def weights_mismatch(expected: Weights, given: Weights) -> str:
+    """How `given` differs from `expected` in keys or shapes, in words; empty when it fits."""
+    missing, extra = sorted(set(expected) - set(given)), sorted(set(given) - set(expected))
+    if missing or extra:
+        return f"missing {missing[:3]}, unexpected {extra[:3]}"
+    for key, value in expected.items():
+        if given[key].shape != value.shape:
+            return f"{key} has shape {tuple(given[key].shape)}, this network {tuple(value.shape)}"
+    return ""
+
+
+def check_specs(specs: Mapping[str, Mapping[str, BehaviorSpec]]) -> None:
+    """ValueError naming a family whose behaviors' specs differ from the first family's.
+
+    Theta is shared by every task, so every behavior of every family must have one spec.
+    """
+    families = list(specs)
+    if not families:
+        return
+    first, reference = families[0], next(iter(specs[families[0]].values()))
+    for family in families:
+        for behavior, spec in specs[family].items():
+            if spec != reference:
+                raise ValueError(
+                    f"task {family}: behavior {behavior} has observations "
+                    f"{[o.shape for o in spec.observation_specs]} and actions "
+                    f"{_actions(spec)}, but {first} has "
+                    f"{[o.shape for o in reference.observation_specs]} and "
+                    f"{_actions(reference)}: every task must share one spec (theta is shared)"
+                )
+
+
+def _actions(spec: BehaviorSpec) -> str:
+    action = spec.action_spec
+    return f"continuous {action.continuous_size}, discrete {list(action.discrete_branches)}"
+
+
+def check_games(families: Sequence[str], self_play: SelfPlayConfig | None) -> None:
+    """ValueError for a game of teams without ppo.self_play."""
+    games = [name for name in families if envs.family(name).adversarial]
+    if games and self_play is None:
+        raise ValueError(
+            f"task {games[0]} is a game of teams (behaviors Brain?team=0, Brain?team=1) but "
+            "ppo.self_play is not set: add it (e.g. ppo=selfplay) to train it with self-play"
+        )
+
+
+def check_families(families: Sequence[str], self_play: SelfPlayConfig | None) -> None:
+    """Both checks for the built-in families named (each made once with one area)."""
+    check_games(families, self_play)
+    specs = {}
+    for name in dict.fromkeys(families):
+        env = envs.make(name)
+        specs[name] = dict(env.behavior_specs)
+        env.close()
+    check_specs(specs)

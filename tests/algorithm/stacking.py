@@ -29,6 +29,20 @@ def stack_of(*policies: Policy) -> PolicyStack:
     return PolicyStack([cpu_weights(p) for p in policies], first.normalize, first.epsilon, "cpu")
 
 
+def observe(policy: Policy, obs: torch.Tensor) -> None:
+    """Move the policy's normaliser by a batch of observations (N, obs), as training does."""
+    stack = stack_of(policy)
+    stack.update_normalizer(obs[None], 0)
+    policy.load_state_dict(stack.weights(0))
+
+
+def mean_action(policy: Policy | PolicyStack, obs: torch.Tensor) -> torch.Tensor:
+    """The policy's (or a stack of one's) mean action for (batch, obs)."""
+    stack = stack_of(policy) if isinstance(policy, Policy) else policy
+    with torch.no_grad():
+        return stack.mean_from(stack.features(obs[None]))[0]
+
+
 def batch_of(*rows: torch.Tensor) -> dict[str, torch.Tensor]:
     """A minibatch of one member from its (B, ...) columns in Minibatch's old order."""
     return {key: x[None] for key, x in zip(BATCH_KEYS, rows, strict=True)}

@@ -20,6 +20,7 @@ from meta.algorithm.ppo.update import flat_buffer, minibatches, take_in
 from meta.observe.tags import LEARNING_RATE
 from tests.algorithm.stacking import (
     batch_of,
+    observe,
     optimizer_for,
     stack_of,
     stacked_batches,
@@ -50,11 +51,11 @@ def _rollout(policy: Policy, steps: int = 32) -> Rollout:
 def _minibatch(policy: Policy, scale: float = 1.0) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(3)
     n, obs, act = 64, policy.normalizer.mean.shape[0], policy.log_std.shape[0]
-    x = policy.features(torch.randn(n, obs, generator=g))
+    x = stack_of(policy).features(torch.randn(1, n, obs, generator=g))[0]
     actions = torch.randn(n, act, generator=g)
     with torch.no_grad():
-        old = gaussian_log_prob(actions, policy.mean_from(x), policy.log_std)
-        values = policy.value_from(x)
+        old = gaussian_log_prob(actions, policy.actor(x), policy.log_std)
+        values = policy.critic(x)[:, 0]
     adv = scale * torch.randn(n, generator=g)
     return batch_of(x, actions, old, values, adv, values + scale * torch.randn(n, generator=g))
 
@@ -137,11 +138,11 @@ def _norm(tensors: list[torch.Tensor]) -> torch.Tensor:
 def _plain_gradients(policy: Policy, batch: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     """Gradients of the whole loss with nothing clipped, as ML-Agents steps on them."""
     b = {key: x[0] for key, x in batch.items()}
-    log_probs = gaussian_log_prob(b["actions"], policy.mean_from(b["features"]), policy.log_std)
+    log_probs = gaussian_log_prob(b["actions"], policy.actor(b["features"]), policy.log_std)
     ratio = torch.exp(log_probs - b["old_log_probs"])
     low, high = torch.tensor([[0.8]]), torch.tensor([[1.2]])
     policy_loss = clipped_policy_loss(ratio[None], b["advantages"][None], low, high)[0]
-    values = policy.value_from(b["features"])
+    values = policy.critic(b["features"])[:, 0]
     value_loss = clipped_value_loss(
         values[None], b["old_values"][None], b["returns"][None], torch.tensor([[0.2]])
     )[0]
@@ -214,10 +215,9 @@ def test_adam_epsilon_is_1e_7_where_mlagents_keeps_torchs_1e_8(k: int) -> None:
 def test_normaliser_adds_1e_8_to_the_variance_and_clips_to_5() -> None:
     policy = _policy()
     normalizer = policy.normalizer
-    normalizer.update(torch.randn(100, normalizer.mean.shape[0]) * 3 + 1)
+    observe(policy, torch.randn(100, normalizer.mean.shape[0]) * 3 + 1)
     obs = torch.randn(5, normalizer.mean.shape[0]) * 20
     expected = ((obs - normalizer.mean) / torch.sqrt(normalizer.var + 1e-8)).clamp(-5, 5)
-    assert torch.allclose(normalizer(obs), expected)
     stack = PolicyStack([policy.state_dict()], True, 1e-8, "cpu")
     assert torch.allclose(stack.features(obs[None])[0], expected)
 

@@ -156,7 +156,7 @@ def test_a_stacks_normalisers_take_the_prior_and_their_own_observations(k: int) 
     assert stack.buffers["normalizer.count"].tolist() == [4.0] * k
     member = stack.member(k - 1)
     member.prime(5)
-    assert float(member.count) == 4.0
+    assert float(member.buffers["normalizer.count"][0]) == 4.0
     fresh = PolicyStack([policy.state_dict()] * k, True, 1e-8, "cpu")
     fresh.update_normalizer(torch.tensor([[[2.0], [4.0]]]).expand(k, 2, 1), prior=0)
     assert fresh.buffers["normalizer.count"].tolist() == [2.0] * k  # no prior: (2, 4) alone
@@ -181,7 +181,7 @@ def test_absolute_policy_loss_stat_reports_its_size() -> None:
     x = torch.zeros(n, obs)
     actions = torch.zeros(n, 2)
     with torch.no_grad():
-        old = gaussian_log_prob(actions, policy.mean_from(x), policy.log_std)
+        old = gaussian_log_prob(actions, policy.actor(x), policy.log_std)
     values = torch.zeros(n)
     adv = torch.ones(n)
     batch = batch_of(x, actions, old, values, adv, values)
@@ -314,10 +314,10 @@ def test_normaliser_epsilon_zero_divides_by_the_standard_deviation_itself() -> N
         obs = torch.full((1, normalizer.mean.shape[0]), 1e-4)
         # 1e-4 / sqrt(4e-8 + epsilon): 0.5 without the epsilon, 0.4472 with it
         expected = 1e-4 / math.sqrt(4e-8 + epsilon)
-        torch.testing.assert_close(normalizer(obs), torch.full_like(obs, expected))
-        torch.testing.assert_close(policy.frozen().features(obs), normalizer(obs))
+        torch.testing.assert_close(policy.frozen().features(obs), torch.full_like(obs, expected))
         stack = PolicyStack([policy.state_dict()] * 2, True, epsilon, "cpu")
-        torch.testing.assert_close(stack.features(obs.expand(2, *obs.shape))[1], normalizer(obs))
+        features = stack.features(obs.expand(2, *obs.shape))[1]
+        torch.testing.assert_close(features, torch.full_like(obs, expected))
 
 
 def test_mlagents_initialization_draws_its_layers_at_mlagents_scales() -> None:

@@ -38,11 +38,11 @@ def policy(seed: int = 3) -> Policy:
 
 def _loss(model: Policy | PolicyStack, features: torch.Tensor) -> torch.Tensor:
     """A loss of every parameter."""
-    return (
-        model.mean_from(features).square().sum()
-        + model.value_from(features).sum()
-        + model.log_std.sum()
-    )
+    if isinstance(model, PolicyStack):
+        mean, value = model.mean_from(features), model.value_from(features)
+    else:  # the module's own layers: the products a stack of one takes
+        mean, value = model.actor(features), model.critic(features)[:, 0]
+    return mean.square().sum() + value.sum() + model.log_std.sum()
 
 
 def steps(model: Policy, optimizer: torch.optim.Optimizer, count: int, first: int = 0) -> None:

@@ -12,14 +12,13 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo import train as ppo_train
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
-from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, SelfPlayConfig
+from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs, time_slice
 from meta.algorithm.ppo.policy import gaussian_log_prob, policy_for
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout, StepHook
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
-from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.trainer import GameSession
 from meta.algorithm.training import stack_key
 from tests.algorithm.stacking import stack_of, train_one
@@ -37,7 +36,7 @@ PIECES = PPOConfig(
 )
 
 
-def _member(env: AgentEnvironment, network: NetworkConfig, seed: int) -> Member:
+def _member(env: AgentEnvironment, network: NetworkConfig, seed: int) -> PolicyStack:
     """A fresh policy as the member of a stack of one, as a training collects with it."""
     return stack_of(policy_for(env, network, seed)).member(0)
 
@@ -208,15 +207,17 @@ def test_each_piece_goes_into_the_normaliser_as_it_completes_and_is_valued_right
     noise = torch.Generator().manual_seed(5)  # the collector's: the same draws, in order
     with torch.no_grad():
         for t in range(steps):
-            mean = policy.mean_from(reference(obs[t]))
-            sampled = mean + policy.log_std.exp() * torch.randn(mean.shape, generator=noise)
+            mean = policy.mean_from(reference(obs[t])[None])[0]
+            sampled = mean + policy.log_std[0].exp() * torch.randn(mean.shape, generator=noise)
             assert torch.allclose(buffer.actions[t], sampled, atol=1e-5)
-            acted = gaussian_log_prob(buffer.actions[t], mean, policy.log_std, per_dimension=True)
+            acted = gaussian_log_prob(
+                buffer.actions[t], mean, policy.log_std[0], per_dimension=True
+            )
             assert torch.allclose(buffer.log_probs[t], acted, atol=1e-5)
             order = [*np.flatnonzero(ended[t]), *np.flatnonzero(cuts[t] & ~ended[t])]
             for i in order:
                 reference.update(obs[begun[i] : t + 1, i])
-                values = policy.value_from(reference(obs[begun[i] : t + 1, i]))
+                values = policy.value_from(reference(obs[begun[i] : t + 1, i])[None])[0]
                 assert torch.allclose(buffer.values[begun[i] : t + 1, i], values, atol=1e-5)
                 if ended[t, i] and (t, i) not in timeouts:
                     assert buffer.next_values[t, i] == 0.0
@@ -224,13 +225,14 @@ def test_each_piece_goes_into_the_normaliser_as_it_completes_and_is_valued_right
                     final = timeouts.get((t, i), obs[t + 1, i] if t + 1 < steps else None)
                     if final is None:
                         final = buffer.bootstrap.last_obs[i].double().numpy()
-                    bootstrap = policy.value_from(reference(np.asarray(final)[None]))
+                    bootstrap = policy.value_from(reference(np.asarray(final)[None])[None])[0]
                     assert torch.allclose(buffer.next_values[t, i], bootstrap[0], atol=1e-5)
                 begun[i], checked = t + 1, checked + 1
     assert checked > n and bool(buffer.valid[cuts].all())
-    assert float(policy.count) == reference.steps == 1 + buffer.num_steps
-    assert np.allclose(policy.mean.numpy(), reference.mean, atol=1e-6)
-    assert np.allclose(policy.var.numpy(), reference.variance / reference.steps, atol=1e-6)
+    assert float(policy.buffers["normalizer.count"]) == reference.steps == 1 + buffer.num_steps
+    mean, var = policy.buffers["normalizer.mean"][0], policy.buffers["normalizer.var"][0]
+    assert np.allclose(mean.numpy(), reference.mean, atol=1e-6)
+    assert np.allclose(var.numpy(), reference.variance / reference.steps, atol=1e-6)
 
 
 def test_a_normalised_pieces_training_takes_each_step_into_the_normaliser_once() -> None:

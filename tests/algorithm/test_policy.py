@@ -1,4 +1,4 @@
-"""The acting path agrees with the plain one and with the update's: FrozenPolicy, Policy, loss."""
+"""The acting path agrees with the update's: FrozenPolicy, a stack of one, the loss."""
 
 from __future__ import annotations
 
@@ -10,31 +10,40 @@ import torch
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy
-from tests.algorithm.stacking import batch_of, optimizer_for, stack_of, stacked_batches, step
+from tests.algorithm.stacking import (
+    batch_of,
+    observe,
+    optimizer_for,
+    stack_of,
+    stacked_batches,
+    step,
+)
 from tests.algorithm.test_stacks import TOLERANCE
 
 
 def _policy() -> Policy:
     policy = make_policy(10, 2, NetworkConfig(hidden_units=32), seed=3)
-    policy.normalizer.update(
-        torch.randn(500, 10, generator=torch.Generator().manual_seed(4)) * 3 + 1
-    )
+    observe(policy, torch.randn(500, 10, generator=torch.Generator().manual_seed(4)) * 3 + 1)
     with torch.no_grad():
         policy.log_std.fill_(-0.5)
     return policy
 
 
-def test_frozen_policy_acts_as_the_policy() -> None:
+def test_frozen_policy_acts_as_the_stack_of_one() -> None:
+    # the same features bit for bit; the actions' products pre-transposed, equal to rounding
     policy, obs = _policy(), torch.randn(64, 10) * 4
-    frozen = policy.frozen()
-    with torch.inference_mode():
-        expected = policy.act(obs, torch.Generator().manual_seed(5))
-        assert torch.equal(frozen.features(obs), policy.features(obs))
-        value = frozen.value(obs)
-    got = frozen.act(obs, torch.Generator().manual_seed(5))
-    for a, b in zip(got, expected, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(value, expected[2], rtol=1e-6, atol=1e-6)
+    frozen, stack = policy.frozen(), stack_of(policy)
+    with torch.no_grad():
+        x = stack.features(obs[None])
+        assert torch.equal(frozen.features(obs), x[0])
+        mean, value = stack.mean_from(x)[0], stack.value_from(x)[0]
+    action, log_prob, got = frozen.act(obs, torch.Generator().manual_seed(5))
+    noise = torch.randn(mean.shape, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(action, mean + policy.log_std.exp() * noise, rtol=1e-5, atol=1e-5)
+    expected = gaussian_log_prob(action, mean, policy.log_std)
+    torch.testing.assert_close(log_prob, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, value, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(frozen.value(obs), value, rtol=1e-6, atol=1e-6)
 
 
 def test_the_update_scores_collected_actions_as_collection_did() -> None:
@@ -42,13 +51,14 @@ def test_the_update_scores_collected_actions_as_collection_did() -> None:
     # collected action equal the ones collection recorded, and the entropy is the Gaussian's.
     policy, obs = _policy(), torch.randn(16, 10)
     action, log_prob, value = policy.frozen().act(obs, torch.Generator().manual_seed(0))
+    stack = stack_of(policy)
     with torch.no_grad():
-        x = policy.features(obs)
-        update_log_prob = gaussian_log_prob(action, policy.mean_from(x), policy.log_std)
+        x = stack.features(obs[None])
+        update_log_prob = gaussian_log_prob(action, stack.mean_from(x)[0], policy.log_std)
         torch.testing.assert_close(update_log_prob, log_prob)
-        torch.testing.assert_close(policy.value_from(x), value)
+        torch.testing.assert_close(stack.value_from(x)[0], value)
         expected = torch.distributions.Normal(torch.zeros(2), policy.log_std.exp()).entropy()
-        torch.testing.assert_close(stack_of(policy).entropy(False), expected.sum()[None])
+        torch.testing.assert_close(stack.entropy(False), expected.sum()[None])
 
 
 def _batch(generator: torch.Generator, n: int = 128) -> dict[str, torch.Tensor]:

@@ -43,9 +43,8 @@ def test_timeouts_bootstrap_from_the_final_state_and_successes_do_not() -> None:
             assert rollout.boundaries[t, agent] == 1.0
             if terminal.interrupted[j]:
                 timeouts += 1
-                with torch.inference_mode():
-                    final = policy.features(torch.from_numpy(terminal.obs[0][j : j + 1]))
-                    expected = policy.value_from(final)[0]
+                final = torch.from_numpy(terminal.obs[0][j : j + 1])
+                expected = stack_of(policy).member_value(0, final)[0]
                 assert rollout.next_values[t, agent] == pytest.approx(float(expected), abs=1e-6)
             else:
                 successes += 1

@@ -14,7 +14,7 @@ import torch
 
 import envs
 from meta.algorithm.ppo import update
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.network import pieces
 from meta.algorithm.ppo.optim import optimizer_steps
@@ -24,7 +24,6 @@ from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import Weights, cpu_weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
-from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.training import stack_key, train, train_requests
 from meta.config import EnvConfig
 from meta.observe.tags import ELO, SUCCESS, WIN_RATE

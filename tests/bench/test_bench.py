@@ -27,6 +27,7 @@ from meta.bench.limit import flop_model, layers, limit_rate, limits
 from meta.bench.markup import BEGIN, END, splice
 from meta.bench.report import outer_breakdown, summarise
 from meta.bench.sb3 import Outcome, Settings, _Schedule, train_ours, train_sb3
+from tests.algorithm.stacking import stack_of
 
 # --- FLOP model and the GEMM limit -------------------------------------------------------------
 
@@ -44,13 +45,13 @@ def test_flop_model_hand_values() -> None:
 def test_flop_model_is_what_torch_counts_in_the_policy_and_in_the_timed_gemms() -> None:
     network, batch = NetworkConfig(hidden_units=16, num_layers=2), 32
     model = flop_model(10, 2, network, PPOConfig())
-    policy = policy_for(envs.make("FindTarget"), network)
-    obs = torch.randn(batch, 10)
-    with FlopCounterMode(display=False) as collect, torch.no_grad():
-        policy.act(obs)
+    policy = stack_of(policy_for(envs.make("FindTarget"), network))
+    obs = torch.randn(1, batch, 10)
+    with FlopCounterMode(display=False) as collect:
+        policy.act(obs, [torch.Generator()])
     with FlopCounterMode(display=False) as update:  # one epoch: forward and backward
-        _, log_prob, value = policy.act(obs)
-        (log_prob.sum() + value.sum()).backward()
+        x = policy.features(obs)
+        (policy.mean_from(x).sum() + policy.value_from(x).sum()).backward()
     assert collect.get_total_flops() == batch * model.collect
     assert update.get_total_flops() == batch * model.update // model.num_epoch
     # gemm_seconds times exactly those products: 6 calls each (a warm-up round and 5 rounds).

@@ -23,6 +23,7 @@ from meta.evaluation.statistics import Cell, iqm
 from meta.run.directory import RunError
 from meta.runtime.envpool import EnvPool
 from meta.trainer import train
+from tests.algorithm.stacking import mean_action
 
 Factory = Callable[..., Config]
 TINY_EVAL = [
@@ -214,8 +215,7 @@ def test_policy_actor_acts_with_the_mean_or_samples_from_its_generator() -> None
     env.reset()
     obs = env.get_steps("Brain")[0].obs[0]
     policy = policy_for(env, NetworkConfig(hidden_units=8))
-    with torch.no_grad():
-        mean = policy.act(torch.from_numpy(obs), deterministic=True)[0].numpy()
+    mean = mean_action(policy, torch.from_numpy(obs)).numpy()
     greedy = policy_actor(policy, True, torch.Generator().manual_seed(0))
     assert np.array_equal(greedy(obs), mean) and np.array_equal(greedy(obs), greedy(obs))
     sampled = policy_actor(policy, False, torch.Generator().manual_seed(0))(obs)

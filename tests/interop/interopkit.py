@@ -17,6 +17,7 @@ import torch
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import Policy, make_policy
 from meta.interop.mlagents import OPTIMIZER, Network
+from tests.algorithm.stacking import mean_action, observe
 
 DATA = Path(__file__).parent.parent / "data" / "mlagents_1.1.0"
 RECORD = json.loads((DATA / "checkpoints.json").read_text())
@@ -34,7 +35,7 @@ def trained_policy(network: dict[str, Any], seed: int = 0) -> Policy:
             p.add_(0.2 * torch.randn(p.shape, generator=gen))
         if cfg.normalize:
             obs = 3.0 * torch.randn(700, network["obs_size"], generator=gen) + 1.0
-            policy.normalizer.update(obs)
+            observe(policy, obs)
     return policy
 
 
@@ -87,7 +88,7 @@ def our_act(theta: dict[str, torch.Tensor], network: Network, obs: torch.Tensor)
     policy = make_policy(network.obs_size, network.action_size, cfg, 0)
     policy.load_state_dict(theta)
     with torch.no_grad():
-        return policy.act(obs, deterministic=True)[0].clamp(-1, 1)
+        return mean_action(policy, obs).clamp(-1, 1)
 
 
 def observations(size: int) -> torch.Tensor:

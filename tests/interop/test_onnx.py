@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from interopkit import DATA, RUNS, observations, trained_policy
+from interopkit import DATA, RUNS, mean_action, observations, trained_policy
 
 from meta.interop import onnx as interop_onnx
 from meta.interop.mlagents import POLICY, InteropError, to_mlagents
@@ -76,7 +76,7 @@ def test_deterministic_actions_equal_torch(normalize: bool) -> None:
     session = ort.InferenceSession(data)
     out = dict(zip(OUTPUTS, session.run(None, {"obs_0": obs.numpy()}), strict=True))
     with torch.no_grad():
-        ours = policy.act(obs, deterministic=True)[0].clamp(-1, 1).numpy()
+        ours = mean_action(policy, obs).clamp(-1, 1).numpy()
     assert np.abs(out["deterministic_continuous_actions"] - ours).max() < 1e-5
     assert (np.abs(ours) == 1).any() and (np.abs(ours) < 1).any()
 
@@ -111,7 +111,7 @@ def test_stochastic_actions_equal_torch_on_the_same_noise() -> None:
         )
     )
     with torch.no_grad():
-        mean = policy.act(obs, deterministic=True)[0]
+        mean = mean_action(policy, obs)
         ours = (mean + policy.log_std.exp() * noise).clamp(-1, 1).numpy()
     assert np.abs(out["continuous_actions"] - ours).max() < 1e-5
 
@@ -192,8 +192,8 @@ def test_a_later_export_refills_the_first_graph_with_the_bytes_a_new_export_give
         ["deterministic_continuous_actions"], {"obs_0": obs.numpy()}
     )
     with torch.no_grad():
-        ours = policies[1].act(obs, deterministic=True)[0].clamp(-1, 1).numpy()
-        first = policies[0].act(obs, deterministic=True)[0].clamp(-1, 1).numpy()
+        ours = mean_action(policies[1], obs).clamp(-1, 1).numpy()
+        first = mean_action(policies[0], obs).clamp(-1, 1).numpy()
     assert np.abs(actions - ours).max() < 1e-5 < np.abs(actions - first).max()
     names = [i.name for i in onnx.load_from_string(refilled).graph.initializer]
     assert "version_number.1" in names  # the renamed buffer is refilled too

@@ -16,6 +16,7 @@ from meta.interop.mlagents import to_mlagents
 from meta.run.checkpoints import CheckpointError
 from meta.run.directory import RunError, latest_weights
 from meta.trainer import MetaTrainer, plan_training
+from tests.algorithm.stacking import observe
 
 Factory = Callable[..., Config]
 TINY = NetworkConfig(hidden_units=32)
@@ -26,8 +27,7 @@ def mlagents_run(results: Path, run_id: str, network: NetworkConfig = TINY, **kw
     """An ML-Agents run directory as `mlagents-learn --run-id` leaves it; returns our θ."""
     sizes = {"obs": 10, "actions": 2, **kw}
     policy = make_policy(sizes["obs"], sizes["actions"], network, seed=11)
-    with torch.no_grad():
-        policy.normalizer.update(4.0 * torch.randn(300, sizes["obs"]))
+    observe(policy, 4.0 * torch.randn(300, sizes["obs"]))
     theta = policy.state_dict()
     brain = results / run_id / "Brain"
     brain.mkdir(parents=True)

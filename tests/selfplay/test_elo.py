@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from meta.algorithm.selfplay.config import SelfPlayConfig
+from meta.algorithm.ppo.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import (
     LATEST,
     Ghost,

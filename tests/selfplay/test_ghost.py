@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from meta.algorithm.selfplay.config import SelfPlayConfig
+from meta.algorithm.ppo.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import LATEST, Ghost, elo_only, run_state_after
 
 

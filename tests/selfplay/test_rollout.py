@@ -10,14 +10,13 @@ from mlagents_envs.base_env import BehaviorMapping
 
 import envs
 from envs.tasks.teams import TEAM_BEHAVIORS, TeamTaskEnv
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.rollout import Collector, NullTimers
 from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import cpu_weights
-from meta.algorithm.selfplay.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import Ghost
 from meta.algorithm.selfplay.summaries import decisive_share, elo_summaries, summary_mean
 from meta.algorithm.selfplay.trainer import Game, GameSession, first_team
@@ -79,7 +78,7 @@ def _game(env: TeamTaskEnv, cfg: PPOConfig) -> tuple[dict, int]:
     policy = policy_for(env, NetworkConfig(hidden_units=16), seed=0)
     sessions: list[GameSession] = []
 
-    def session_for(i: int, member: Member, generator: torch.Generator) -> GameSession:
+    def session_for(i: int, member: PolicyStack, generator: torch.Generator) -> GameSession:
         sessions.append(GameSession(env, member, cfg, None, 0, generator, NullTimers()))
         return sessions[-1]
 

@@ -12,10 +12,9 @@ import envs
 from envs.interface import TaskEnvironment
 from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import policy_for
-from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan_eval
-from meta.evaluation.games import reference_policy
+from meta.evaluation.games import RANDOM, play_match, reference_policy
 from meta.trainer import train
 
 THREE = (

@@ -18,12 +18,12 @@ import envs
 from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest
-from meta.algorithm.selfplay.checks import check_specs
-from meta.algorithm.selfplay.match import RANDOM, play_match
 from meta.algorithm.training import train as train_request
 from meta.config import Config
 from meta.evaluation import reference
+from meta.evaluation.games import RANDOM, play_match
 from meta.trainer import MetaTrainer, plan_training, train
+from meta.trainer.preflight import check_specs
 
 Factory = Callable[..., Config]
 THREE = (

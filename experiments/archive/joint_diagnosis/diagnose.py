@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from envs.constants import BEHAVIOR_NAME
+from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import policy_with
 from meta.algorithm.ppo.rollout import NullTimers
 from meta.curriculum.lessons import parse_environment_parameters
@@ -64,10 +65,11 @@ def main(results_dir: str, run_id: str, which: str = "first") -> None:
         env.reset()
         obs = torch.from_numpy(env.get_steps(BEHAVIOR_NAME)[0].obs[0])
         pool.release(env)
+        network = run.network
+        stack = PolicyStack([weights], network.normalize, network.normalizer_epsilon, "cpu")
         with torch.no_grad():
-            mean = policy.mean_from(policy.features(obs))
-            value = policy.value_from(policy.features(obs))
-            z = policy.normalizer(obs)
+            z = stack.features(obs[None])
+            mean, value, z = stack.mean_from(z)[0], stack.value_from(z)[0], z[0]
         print(f"task {task.index} {task.task.params_json()}")
         sd = policy.normalizer.var.sqrt().numpy().round(2)
         print(f"  obs mean {obs.mean(0).numpy().round(2)}  obs sd {obs.std(0).numpy().round(2)}")

@@ -1,12 +1,5 @@
-"""The kernels that differ between a stack of one training and a stack of several.
-
-Everything above this module is written once, over a leading stack axis of k members. A stack
-of one keeps the kernels a single network is fastest with and whose bits the harness has always
-given (`F.linear`, i.e. `addmm`, torch.optim's fused Adam, `clip_grad_norm_`); a stack of
-several uses batched products (`baddbmm`) and per-member clips. Each member's bits are the same
-in any stack of two or more; a stack of one rounds as a single network does, and the runtime
-never cuts a stack so that one member of several trains alone (meta.runtime.stacks.units).
-"""
+"""The kernels that differ between a stack of one training (a single network's) and a stack
+of several (batched ones): the one place that chooses by k (docs/performance.md says why)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """PPO's clipped losses over a stack: the actor's half and the critic's half of every member.
 
-The loss is policy_loss - beta * entropy + value_coef * value_loss. Its first two terms depend
-only on the actor (and log std), the last only on the critic, so their gradients are disjoint:
-each half runs forward and backward on its own, one after the other or, given a worker thread,
-at the same time on two cores (torch releases the GIL inside its kernels). Both orders compute
-the same numbers, so a seed gives the same weights whichever way a machine runs it.
+The loss is policy_loss - beta * entropy + value_coef * value_loss; the first two terms depend
+only on the actor (and log std), the last only on the critic (update.backward_halves).
 
 A batch is a dict of (k, B, ...) tensors: `features` (observations as the networks see them),
 `actions`, `old_log_probs` ((k, B), or (k, B, actions) with `ratio=per_dimension`),

@@ -1,9 +1,8 @@
-"""The policies of a stack of k trainings as one: each weight on a leading axis.
+"""The networks of a stack of k trainings as one: each weight on a leading axis.
 
 The weights keep the layout of `Policy`'s state_dict (a layer's weight is (k, out, in)), so a
-member's weights are a slice and the gradients come out where the weights are. The arithmetic
-is `Policy`'s, operation for operation, with a leading axis; the matrix products are
-meta.algorithm.ppo.kernels', which a stack of one takes from a single network.
+member's weights are a slice and the gradients come out where the weights are; the matrix
+products are meta.algorithm.ppo.kernels'.
 """
 
 from __future__ import annotations
@@ -12,10 +11,9 @@ import itertools
 from collections.abc import Sequence
 
 import torch
-from torch.nn import functional as F
 
 from meta.algorithm.ppo.kernels import linear, per_count
-from meta.algorithm.ppo.policy import LOG_2PI, MLAGENTS_EPSILON, FrozenPolicy
+from meta.algorithm.ppo.policy import LOG_2PI, MLAGENTS_EPSILON, FrozenPolicy, forward, layers
 from meta.algorithm.ppo.weights import Weights
 
 NORMALIZER = ("normalizer.mean", "normalizer.var", "normalizer.count")
@@ -24,7 +22,10 @@ ROWS = 2048
 
 
 class PolicyStack:
-    """The actor-critic of `Policy`, k times over: parameters (k, ...) that require grad."""
+    """The actor-critic of `Policy`, k times over: parameters (k, ...) that require grad.
+
+    A stack of one is also how one member of a stack is read and moved on its own (`member`).
+    """
 
     def __init__(
         self, weights: Sequence[Weights], normalize: bool, epsilon: float, device: str
@@ -36,8 +37,8 @@ class PolicyStack:
         self.params = {
             key: value.requires_grad_() for key, value in stacked.items() if key not in NORMALIZER
         }
-        self.actor = _layers(self.params, "actor.")
-        self.critic = _layers(self.params, "critic.")
+        self.actor = layers(self.params, "actor.")
+        self.critic = layers(self.params, "critic.")
 
     @property
     def device(self) -> torch.device:
@@ -68,11 +69,11 @@ class PolicyStack:
 
     def mean_from(self, x: torch.Tensor) -> torch.Tensor:
         """Action means (k, n, actions)."""
-        return _run(self.actor, x)
+        return forward(self.actor, x, linear)
 
     def value_from(self, x: torch.Tensor) -> torch.Tensor:
         """Values (k, n)."""
-        return _run(self.critic, x)[..., 0]
+        return forward(self.critic, x, linear)[..., 0]
 
     def entropy(
         self, mean_over_dimensions: bool, log_std: torch.Tensor | None = None
@@ -117,17 +118,17 @@ class PolicyStack:
         """Member i's V(s) of (batch, obs), (batch,)."""
         if self.k == 1:
             return self.frozen(0).value(obs)
-        member = self.members(slice(i, i + 1))
+        member = self.member(i)
         return member.value_from(member.features(obs[None]))[0]
 
-    def frozen(self, i: int) -> FrozenPolicy:
+    def frozen(self, i: int = 0) -> FrozenPolicy:
         """Member i's current weights packed for acting alone, as a single network acts."""
         every = {**self.params, **self.buffers}
         return FrozenPolicy({key: every[key][i] for key in self.keys}, self.normalize, self.epsilon)
 
-    def member(self, i: int) -> Member:
-        """Member i as one policy: views of its weights, which it reads and moves in place."""
-        return Member(self, i)
+    def member(self, i: int) -> PolicyStack:
+        """Member i as a stack of one: views of its weights, which it reads and moves in place."""
+        return self.members(slice(i, i + 1))
 
     @torch.no_grad()
     def values(self, obs: torch.Tensor) -> torch.Tensor:
@@ -157,16 +158,22 @@ class PolicyStack:
                 leaf.grad = self.params[key].grad[part]  # type: ignore[index]
                 view.params[key] = leaf
         view.k = view.params["log_std"].shape[0]
-        view.actor, view.critic = _layers(view.params, "actor."), _layers(view.params, "critic.")
+        view.actor, view.critic = layers(view.params, "actor."), layers(view.params, "critic.")
         return view
+
+    @torch.no_grad()
+    def prime(self, prior: int) -> None:
+        """Fresh normalisers start from `prior` observations at mean 0, variance 1."""
+        if prior > 0:
+            count = self.buffers["normalizer.count"]
+            count.masked_fill_(count == 0.0, float(prior))
 
     @torch.no_grad()
     def update_normalizer(self, obs: torch.Tensor, prior: int) -> None:
         """Each member's normaliser, fresh ones primed with `prior` observations at mean 0 and
         variance 1 (ML-Agents' prior), merged with its (k, N, obs) (Chan et al.)."""
+        self.prime(prior)
         mean, var, count = (self.buffers[key] for key in NORMALIZER)
-        if prior > 0:
-            count.masked_fill_(count == 0.0, float(prior))
         n = obs.shape[1]
         batch_mean = obs.mean(1)
         batch_var = obs.var(1, unbiased=False)
@@ -177,7 +184,7 @@ class PolicyStack:
         var.copy_((var * before + batch_var * n + delta.square() * before * n / total) / total)
         count.copy_(total[:, 0])
 
-    def weights(self, i: int) -> Weights:
+    def weights(self, i: int = 0) -> Weights:
         """Member i's state_dict, on the CPU, as `Policy.state_dict()` orders it."""
         every = {**self.params, **self.buffers}
         return {key: every[key][i].detach().to("cpu", copy=True) for key in self.keys}
@@ -194,71 +201,3 @@ def near_equal(n: int, parts: int) -> list[slice]:
     size, extra = divmod(n, parts)
     bounds = [i * size + min(i, extra) for i in range(parts + 1)]
     return [slice(a, b) for a, b in itertools.pairwise(bounds) if b > a]
-
-
-Layers = list[tuple[torch.Tensor, torch.Tensor]]
-
-
-def _layers(params: dict[str, torch.Tensor], prefix: str) -> Layers:
-    """The (weight, bias) pairs of one MLP, in order."""
-    names = [
-        key[: -len(".weight")]
-        for key in params
-        if key.startswith(prefix) and key.endswith(".weight")
-    ]
-    return [(params[f"{name}.weight"], params[f"{name}.bias"]) for name in names]
-
-
-def _run(layers: Layers, x: torch.Tensor) -> torch.Tensor:
-    """The MLP on (k, n, inputs): SiLU between the layers, none after the last."""
-    *hidden, (weight, bias) = layers
-    for w, b in hidden:
-        x = F.silu(linear(x, w, b))
-    return linear(x, weight, bias)
-
-
-class Member:
-    """Member i of a stack as one policy of (batch, ...) tensors: what a collector that steps
-    one environment, the pieces' normaliser and a game's ghost read and move."""
-
-    def __init__(self, stack: PolicyStack, i: int) -> None:
-        self.stack, self.i = stack, i
-        self.view = stack.members(slice(i, i + 1))
-        self.normalize, self.epsilon = stack.normalize, stack.epsilon
-        self.mean, self.var, self.count = (stack.buffers[key][i] for key in NORMALIZER)
-
-    @property
-    def device(self) -> torch.device:
-        """Where the weights are."""
-        return self.stack.device
-
-    @property
-    def log_std(self) -> torch.Tensor:
-        """(actions,)."""
-        return self.view.log_std[0]
-
-    def frozen(self) -> FrozenPolicy:
-        """The member's current weights packed for acting."""
-        return self.stack.frozen(self.i)
-
-    def features(self, obs: torch.Tensor) -> torch.Tensor:
-        """(batch, obs) as the member's networks see them."""
-        return self.view.features(obs[None])[0]
-
-    def mean_from(self, x: torch.Tensor) -> torch.Tensor:
-        """Action means (batch, actions) of features `x`."""
-        return self.view.mean_from(x[None])[0]
-
-    def value_from(self, x: torch.Tensor) -> torch.Tensor:
-        """Values (batch,) of features `x`."""
-        return self.view.value_from(x[None])[0]
-
-    @torch.no_grad()
-    def prime(self, prior: int) -> None:
-        """A fresh normaliser starts from `prior` observations at mean 0, variance 1."""
-        if prior > 0 and float(self.count) == 0.0:
-            self.count.fill_(float(prior))
-
-    def weights(self) -> Weights:
-        """The member's state_dict on the CPU."""
-        return self.stack.weights(self.i)

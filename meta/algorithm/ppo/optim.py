@@ -1,13 +1,9 @@
 """The optimizer of a stack: Adam or SGD, each member with its own learning rate and state.
 
-A stack of one steps through torch.optim's own step functions (`adam`, fused, and `sgd`), a
-stack of several through the same formulas over the stacked parameters (torch's foreach
-functions), each member at its own learning rate and step count (meta.algorithm.ppo.kernels
-says why two). Neither builds a ``torch.optim.Optimizer``, whose methods import
-``torch._dynamo`` on first use (about 2 s of each training process). A member's state goes in
-and out as torch.optim's state_dict over one policy's parameters. The two step functions are
-private to torch, so pyproject.toml bounds torch and a test compares the arguments passed here
-with their signatures.
+A stack of one steps through torch.optim's step functions, a stack of several through the same
+formulas over the stacked parameters (foreach); neither builds a ``torch.optim.Optimizer``,
+whose methods import ``torch._dynamo`` (about 2 s a process). The step functions are private
+to torch: pyproject.toml bounds torch and a test checks their signatures.
 """
 
 from __future__ import annotations

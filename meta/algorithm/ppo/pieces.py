@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from meta.algorithm.ppo.config import PPOConfig
-from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.network import NORMALIZER, PolicyStack
 from meta.algorithm.ppo.policy import gaussian_log_prob
 from meta.algorithm.ppo.rollout import Bootstrap, Collector, EpisodeLog, Rollout
 
@@ -33,7 +33,7 @@ COLUMNS = ("obs", "actions", "log_probs", "values", "rewards", "next_values", "b
 class PieceCollector:
     """A Collector's steps assembled into buffers of whole pieces, as ML-Agents' trainer does."""
 
-    def __init__(self, collector: Collector, policy: Member, cfg: PPOConfig) -> None:
+    def __init__(self, collector: Collector, policy: PolicyStack, cfg: PPOConfig) -> None:
         self.collector, self.policy = collector, policy
         self.buffer_size = cfg.buffer_size
         self.per_dimension = cfg.ratio == "per_dimension"
@@ -107,9 +107,10 @@ class PieceNormaliser:
     policy's device.
     """
 
-    def __init__(self, policy: Member, agents: int, prior: int) -> None:
+    def __init__(self, policy: PolicyStack, agents: int, prior: int) -> None:
         self.policy, self.prior = policy, prior
-        size = policy.mean.shape[0]
+        self.mean, self.var, self.count_seen = (policy.buffers[key][0] for key in NORMALIZER)
+        size = self.mean.shape[0]
         self.count = torch.zeros(agents, dtype=torch.float64)
         self.sum = torch.zeros(agents, size, dtype=torch.float64)
         self.square = torch.zeros(agents, size, dtype=torch.float64)
@@ -123,10 +124,9 @@ class PieceNormaliser:
 
     def begin(self, at: int) -> None:
         """A new buffer whose first step not yet taken is window step `at`."""
-        norm = self.policy
-        norm.prime(self.prior)
+        self.policy.prime(self.prior)
         self.at = at
-        self.snapshots = [(norm.mean[None].cpu().clone(), norm.var[None].cpu().clone())]
+        self.snapshots = [(self.mean[None].cpu().clone(), self.var[None].cpu().clone())]
         self.known, self.acted, self.ends = 1, [], []
 
     def step(self, obs: torch.Tensor, cut: np.ndarray, ended: np.ndarray) -> bool:
@@ -141,8 +141,7 @@ class PieceNormaliser:
         if len(agents) == 0:
             return False
         rows = torch.from_numpy(agents)
-        norm = self.policy
-        seen, mean, var = float(norm.count), norm.mean.cpu().double(), norm.var.cpu().double()
+        seen, mean, var = float(self.count_seen), self.mean.cpu().double(), self.var.cpu().double()
         counts = seen + torch.cumsum(self.count[rows], 0)[:, None]
         means = (seen * mean + torch.cumsum(self.sum[rows], 0)) / counts
         squares = seen * (var + mean.square()) + torch.cumsum(self.square[rows], 0)
@@ -150,9 +149,9 @@ class PieceNormaliser:
         self.snapshots.append((means.float(), variances.float()))
         self.ends.append((at, agents, np.arange(self.known, self.known + len(agents))))
         self.known += len(agents)
-        norm.mean.copy_(means[-1])
-        norm.var.copy_(variances[-1])
-        norm.count.fill_(float(counts[-1, 0]))
+        self.mean.copy_(means[-1])
+        self.var.copy_(variances[-1])
+        self.count_seen.fill_(float(counts[-1, 0]))
         self.count[rows] = 0.0
         self.sum[rows] = 0.0
         self.square[rows] = 0.0
@@ -194,8 +193,10 @@ class PieceNormaliser:
             final[where[kept]] = torch.from_numpy(last)[kept]
             terminal[where[kept]] = False
         with torch.no_grad():
-            own = self.policy.value_from(self.features(buffer.obs[buffer.valid], snapshot[owner]))
-            ahead = self.policy.value_from(self.features(final, snapshot))
+            own = self.policy.value_from(
+                self.features(buffer.obs[buffer.valid], snapshot[owner])[None]
+            )[0]
+            ahead = self.policy.value_from(self.features(final, snapshot)[None])[0]
         values = torch.zeros(steps, n)
         values[buffer.valid] = own.cpu()
         next_values = torch.cat([values[1:], torch.zeros(1, n)])
@@ -228,7 +229,9 @@ def time_slice(rollout: Rollout, start: int) -> Rollout:
 
 
 def dimension_log_probs(
-    policy: Member, rollout: Rollout, features: Callable[[torch.Tensor], torch.Tensor] | None = None
+    policy: PolicyStack,
+    rollout: Rollout,
+    features: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> Rollout:
     """The buffer with its actions' log-probabilities per dimension, (T, n, actions).
 
@@ -239,8 +242,8 @@ def dimension_log_probs(
     steps, n = rollout.rewards.shape
     obs = rollout.obs.reshape(steps * n, -1)
     with torch.no_grad():
-        x = policy.features(obs.to(policy.device)) if features is None else features(obs)
-        mean = policy.mean_from(x)
+        x = policy.features(obs.to(policy.device)[None])[0] if features is None else features(obs)
+        mean = policy.mean_from(x[None])[0]
         actions = rollout.actions.reshape(steps * n, -1).to(mean.device)
-        per_dimension = gaussian_log_prob(actions, mean, policy.log_std, per_dimension=True)
+        per_dimension = gaussian_log_prob(actions, mean, policy.log_std[0], per_dimension=True)
     return replace(rollout, log_probs=per_dimension.cpu().reshape(steps, n, -1))

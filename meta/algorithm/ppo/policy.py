@@ -1,10 +1,11 @@
-"""Actor-critic MLP with a Gaussian head and a running observation normaliser."""
+"""A network's weights: an actor-critic MLP with a Gaussian head and a running observation
+normaliser, fresh from a seed (`Policy`), and packed for acting (`FrozenPolicy`)."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import nn
@@ -30,32 +31,11 @@ class Normalizer(nn.Module):
     var: torch.Tensor
     count: torch.Tensor
 
-    def __init__(self, size: int, epsilon: float = 1e-8) -> None:
+    def __init__(self, size: int) -> None:
         super().__init__()
-        self.epsilon = epsilon
-        """Added to the variance before its square root (a setting, not in the state_dict)."""
         self.register_buffer("mean", torch.zeros(size))
         self.register_buffer("var", torch.ones(size))
         self.register_buffer("count", torch.zeros(()))
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Normalise and clip to [-5, 5] as ML-Agents does."""
-        return torch.clamp((obs - self.mean) * torch.rsqrt(self.var + self.epsilon), -5.0, 5.0)
-
-    @torch.no_grad()
-    def update(self, batch: torch.Tensor) -> None:
-        """Merge a batch's moments into the running ones (Chan et al. parallel update)."""
-        n = batch.shape[0]
-        batch_mean = batch.mean(0)
-        batch_var = batch.var(0, unbiased=False)
-        total = self.count + n
-        delta = batch_mean - self.mean
-        self.mean += delta * (n / total)
-        self.var.copy_(
-            (self.var * self.count + batch_var * n + delta.square() * self.count * n / total)
-            / total
-        )
-        self.count.copy_(total)
 
 
 def mlp(inputs: int, hidden: int, layers: int, outputs: int, out_gain: float) -> nn.Sequential:
@@ -94,70 +74,50 @@ def mlagents_initialise(actor: nn.Sequential, critic: nn.Sequential) -> None:
 
 
 class Policy(nn.Module):
-    """Separate actor and critic bodies (ML-Agents' default); state-independent log std."""
+    """One network's weights as a module (fresh, loaded, mapped to ML-Agents'): separate actor
+    and critic bodies (ML-Agents' default), a state-independent log std. PolicyStack computes
+    with them, FrozenPolicy acts with them."""
 
     def __init__(self, obs_size: int, action_size: int, cfg: NetworkConfig) -> None:
         super().__init__()
-        self.normalize = cfg.normalize
-        self.normalizer = Normalizer(obs_size, cfg.normalizer_epsilon)
+        self.network, self.normalize, self.epsilon = cfg, cfg.normalize, cfg.normalizer_epsilon
+        self.normalizer = Normalizer(obs_size)
         self.actor = mlp(obs_size, cfg.hidden_units, cfg.num_layers, action_size, 0.01)
         self.critic = mlp(obs_size, cfg.hidden_units, cfg.num_layers, 1, 1.0)
         self.log_std = nn.Parameter(torch.full((action_size,), float(cfg.initial_log_std)))
         if cfg.initialization == "mlagents":
             mlagents_initialise(self.actor, self.critic)
 
-    def features(self, obs: torch.Tensor) -> torch.Tensor:
-        """Observations as the networks see them (normalised and clipped when enabled)."""
-        return self.normalizer(obs) if self.normalize else obs
-
-    def mean_from(self, x: torch.Tensor) -> torch.Tensor:
-        """Action mean (batch, actions) of features `x`."""
-        return _run(self.actor, x)
-
-    def value_from(self, x: torch.Tensor) -> torch.Tensor:
-        """Value (batch,) of features `x`."""
-        return _run(self.critic, x)[:, 0]
-
-    def act(
-        self,
-        obs: torch.Tensor,
-        generator: torch.Generator | None = None,
-        deterministic: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample actions; returns (action, log-prob, value) in one pass."""
-        x = self.features(obs)
-        mean, value = self.mean_from(x), self.value_from(x)
-        if deterministic:
-            action = mean
-        else:
-            noise = torch.randn(
-                mean.shape, generator=generator, device=mean.device, dtype=mean.dtype
-            )
-            action = mean + self.log_std.exp() * noise
-        return action, gaussian_log_prob(action, mean, self.log_std), value
-
     @property
     def device(self) -> torch.device:
         """Where the weights are."""
         return self.log_std.device
 
-    @property
-    def epsilon(self) -> float:
-        """What the normaliser adds to the variance before its square root."""
-        return self.normalizer.epsilon
-
     def frozen(self) -> FrozenPolicy:
         """The current weights packed for acting; stale once the weights change."""
         named = {**dict(self.named_parameters()), **dict(self.named_buffers())}
-        return FrozenPolicy(named, self.normalize, self.normalizer.epsilon)
+        return FrozenPolicy(named, self.normalize, self.epsilon)
 
 
-def _run(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """The MLP on `x`, without nn.Module dispatch."""
-    *hidden, last = (m for m in net if isinstance(m, nn.Linear))
-    for layer in hidden:
-        x = F.silu(F.linear(x, layer.weight, layer.bias))
-    return F.linear(x, last.weight, last.bias)
+Layers = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def layers(weights: Mapping[str, torch.Tensor], prefix: str) -> Layers:
+    """The (weight, bias) pairs of one MLP (`actor.`, `critic.`) of a state_dict, in order."""
+    names = [
+        k[: -len(".weight")] for k in weights if k.startswith(prefix) and k.endswith(".weight")
+    ]
+    return [(weights[f"{n}.weight"], weights[f"{n}.bias"]) for n in names]
+
+
+def forward(
+    net: Layers, x: torch.Tensor, product: Callable[..., torch.Tensor], inplace: bool = False
+) -> torch.Tensor:
+    """The MLP on `x`, `product(x, weight, bias)` a layer: SiLU between layers, none after."""
+    *hidden, (weight, bias) = net
+    for w, b in hidden:
+        x = F.silu(product(x, w, b), inplace=inplace)
+    return product(x, weight, bias)
 
 
 def gaussian_log_prob(
@@ -183,14 +143,20 @@ class FrozenPolicy:
         with torch.no_grad():
             self.shift = weights["normalizer.mean"].clone() if normalize else None
             self.scale = torch.rsqrt(weights["normalizer.var"] + epsilon)
-            self.actor = _packed(weights, "actor.")
-            self.critic = _packed(weights, "critic.")
+            self.actor = [
+                (w.detach().t().contiguous(), b.detach().clone())
+                for w, b in layers(weights, "actor.")
+            ]
+            self.critic = [
+                (w.detach().t().contiguous(), b.detach().clone())
+                for w, b in layers(weights, "critic.")
+            ]
             log_std = weights["log_std"]
             self.std = log_std.exp()
             self.log_prob_base = -(log_std + 0.5 * LOG_2PI).sum()
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
-        """Policy.features, bitwise."""
+        """Observations as the networks see them (normalised and clipped when enabled)."""
         if self.shift is None:
             return obs
         return torch.sub(obs, self.shift).mul_(self.scale).clamp_(-5.0, 5.0)
@@ -198,15 +164,16 @@ class FrozenPolicy:
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(s), shape (batch,)."""
         with torch.inference_mode():
-            return _run_packed(self.critic, self.features(obs))[:, 0]
+            return forward(self.critic, self.features(obs), _addmm, True)[:, 0]
 
     @torch.inference_mode()
     def act(
         self, obs: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sample actions; returns (action, log-prob, value) as Policy.act does."""
+        """Sample actions; returns (action, log-prob, value)."""
         x = self.features(obs)
-        mean, value = _run_packed(self.actor, x), _run_packed(self.critic, x)[:, 0]
+        mean = forward(self.actor, x, _addmm, True)
+        value = forward(self.critic, x, _addmm, True)[:, 0]
         noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         action = torch.addcmul(mean, self.std, noise)
         # (action - mean) / std is the noise itself: the log-density needs no subtraction
@@ -214,24 +181,8 @@ class FrozenPolicy:
         return action, log_prob, value
 
 
-def _packed(
-    weights: Mapping[str, torch.Tensor], prefix: str
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """One MLP's layers in order, each (W^T contiguous, b)."""
-    names = [
-        k[: -len(".weight")] for k in weights if k.startswith(prefix) and k.endswith(".weight")
-    ]
-    return [
-        (weights[f"{n}.weight"].detach().t().contiguous(), weights[f"{n}.bias"].detach().clone())
-        for n in names
-    ]
-
-
-def _run_packed(layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor) -> torch.Tensor:
-    *hidden, (weight, bias) = layers
-    for w, b in hidden:
-        x = F.silu(torch.addmm(b, x, w), inplace=True)
-    return torch.addmm(bias, x, weight)
+def _addmm(x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.addmm(bias, x, weight_t)
 
 
 def make_policy(obs_size: int, action_size: int, cfg: NetworkConfig, seed: int) -> Policy:

@@ -16,7 +16,7 @@ from envs.interface import AgentEnvironment
 from envs.tasks.adapter import ActionError, TaskEnv
 from envs.tasks.core import ACTION_SIZE
 from envs.tasks.stack import CoreStack, parts, stackable_envs
-from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import Policy
 from meta.runtime.threads import torch_threads
 
@@ -43,7 +43,7 @@ SERIAL_BATCH = 256
 (meta-bench, phases) and costs dearly when another process holds the other core."""
 
 
-Acting = Member | Policy
+Acting = PolicyStack | Policy
 """A policy that acts: its weights packed for acting (`frozen`), and where they are."""
 
 
@@ -200,6 +200,18 @@ class Collection:
         columns = (obs, actions, log_probs, values, boundaries)
         return [self._rollout(i, value_of, *columns) for i, value_of in enumerate(values_of)]
 
+    def record(self, i: int, t: int, decision: Any, terminal: Any, index: Any) -> np.ndarray:
+        """Member i's step t from its agents' DecisionSteps and TerminalSteps (`index`: their
+        rows by agent id): rewards, ended episodes and time-outs; the ended agents' rows."""
+        self.rewards[i, t] = decision.reward
+        rows = index(terminal.agent_id)
+        self.rewards[i, t, rows] = terminal.reward
+        self.ended[i, t, rows] = True
+        out = terminal.interrupted
+        if out.any():
+            self.cuts.append((t, np.full(int(out.sum()), i), rows[out], terminal.obs[0][out]))
+        return rows
+
     def release(self) -> None:
         """Hand every member's state back to its environment."""
         for stack in self.cores:
@@ -314,14 +326,7 @@ class Agents:
         if decision.agent_id is not self.ids and not np.array_equal(decision.agent_id, self.ids):
             raise RuntimeError("agents changed between steps: every agent must decide every step")
         self.ids = decision.agent_id
-        c.rewards[i, t] = decision.reward
-        if len(terminal) > 0:
-            idx = self.index(terminal.agent_id)
-            c.rewards[i, t, idx] = terminal.reward
-            c.ended[i, t, idx] = True
-            out = terminal.interrupted
-            if out.any():
-                c.cuts.append((t, np.full(int(out.sum()), i), idx[out], terminal.obs[0][out]))
+        c.record(i, t, decision, terminal, self.index)
         c.obs[i] = decision.obs[0]
 
 

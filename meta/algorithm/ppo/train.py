@@ -1,11 +1,7 @@
 """The inner PPO with ML-Agents semantics: k trainings in lockstep; one training is k = 1.
 
-Each member keeps its own environment, random stream (its request's seed: the same minibatch
-orders and action noise in any stack), losses, learning rate, beta and epsilon schedules,
-Adam state and normaliser. The members' environments step together, the stack acting for all
-(meta.algorithm.ppo.rollout.Collection); a game and buffers assembled from pieces step by the
-member's own collector, each member acting alone. Every update's forward, backward and
-optimizer step is one for all k.
+Each member keeps its own environment, random stream, schedules, Adam state and normaliser; a
+game and buffers assembled from pieces step by the member's own collector.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.network import Member, PolicyStack
+from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs
 from meta.algorithm.ppo.rollout import (
@@ -70,7 +66,7 @@ class Session(Protocol):
         """Complete the member's statistics in place; the state it leaves (None: none)."""
 
 
-SessionFor = Callable[[int, Member, torch.Generator], Session | None]
+SessionFor = Callable[[int, PolicyStack, torch.Generator], Session | None]
 """A member's session, or None for PPO's own collector; told the member's index, its policy
 and its random stream."""
 
@@ -266,7 +262,7 @@ def make_optimizer(policy: PolicyStack, cfg: PPOConfig) -> StackOptimizer:
 
 def _collector(
     env: AgentEnvironment,
-    member: Member,
+    member: PolicyStack,
     generator: torch.Generator,
     cfg: PPOConfig,
     timers: Timers,

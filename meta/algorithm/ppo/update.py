@@ -1,8 +1,4 @@
-"""One PPO update of a stack: each member's buffer valued, GAE, then minibatch epochs.
-
-Every member updates on its own buffer with its own random stream, learning rate, beta and
-epsilon; every forward, backward and optimizer step is one for all k members.
-"""
+"""One PPO update of a stack: each member's buffer valued, GAE, then minibatch epochs."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.config import PPOConfig
-from meta.algorithm.ppo.network import Member
+from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import FrozenPolicy
 from meta.algorithm.ppo.rollout import Acting, Agents, Collection, Collector, Timers, id_lookup
 from meta.algorithm.ppo.weights import Weights
@@ -51,7 +51,7 @@ class GameSession:
     def __init__(
         self,
         env: AgentEnvironment,
-        member: Member,
+        member: PolicyStack,
         cfg: PPOConfig,
         state: SelfPlayState | None,
         seed: int,
@@ -184,22 +184,13 @@ class Game(Agents):
                     "agents changed between steps: every agent must decide every step"
                 )
         decision, terminal = steps[learner]
-        c.rewards[0, t] = decision.reward
+        c.record(0, t, decision, terminal, self.indexes[learner])
         n = len(self.first)
-        if len(terminal):
-            rows = self.indexes[learner](terminal.agent_id)
-            c.rewards[0, t, rows] = terminal.reward
-            c.ended[0, t, rows] = True
-            out = terminal.interrupted
-            if out.any():
-                members = np.zeros(int(out.sum()), np.int64)
-                c.cuts.append((t, members, rows[out], terminal.obs[0][out]))
-            results = [result_of(r) for r in terminal.reward.tolist()]
-            self.results.extend(results)
-            # ML-Agents rates only games that ended: a time-out (interrupted) moves no rating.
-            rated = self.ghost.record_games(
-                r for r, cut in zip(results, out, strict=True) if not cut
-            )
-            self.ratings.extend((self.agent_steps + n, elo) for elo in rated)
+        results = [result_of(r) for r in terminal.reward.tolist()]
+        self.results.extend(results)
+        # ML-Agents rates only games that ended: a time-out (interrupted) moves no rating.
+        cuts = terminal.interrupted
+        rated = self.ghost.record_games(r for r, cut in zip(results, cuts, strict=True) if not cut)
+        self.ratings.extend((self.agent_steps + n, elo) for elo in rated)
         self.agent_steps += n
         self.obs = np.stack([d.obs[0] for d, _ in steps])
