@@ -310,8 +310,8 @@ def our_actions(results: Path, run_id: str, obs: list[list[float]]) -> dict[str,
     import numpy as np
     import torch
 
-    from meta.algorithm.ppo.config import NetworkConfig
     from meta.algorithm.ppo.policy import make_policy
+    from meta.config.ppo import NetworkConfig
     from meta.evaluation.episodes import policy_actor
     from meta.interop.mlagents import Network
     from meta.run.directory import latest_weights

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import make_policy
+from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import LOG_SIGMA, POLICY, to_mlagents
 from meta.run.faults import FAULT_ENV
 

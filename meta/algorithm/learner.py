@@ -10,12 +10,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from meta.algorithm.ppo.config import SelfPlayConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.reptile import Task, TaskSampler, Weights, inner_seed, reptile_update
 from meta.algorithm.request import OptimizerState, SelfPlayState, TrainRequest, TrainResult
 from meta.algorithm.selfplay.ghost import elo_only, run_state_after
 from meta.config import Config
+from meta.config.ppo import SelfPlayConfig
 
 
 class MetaLearner:

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.weights import Weights
 from meta.config import MetaConfig, TaskConfig
+from meta.config.ppo import PPOConfig
 
 NORMALIZER_PREFIX = "normalizer."
 

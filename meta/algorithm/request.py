@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.weights import OptimizerState, Weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.selfplay.ghost import SelfPlayState
+from meta.config.ppo import NetworkConfig, PPOConfig
 
 __all__ = ["OptimizerState", "SelfPlayState", "TrainRequest", "TrainResult"]
 

@@ -14,7 +14,6 @@ import torch
 from envs.interface import AgentEnvironment, TaskEnvironment
 from envs.tasks.teams import team_of
 from meta.algorithm.fomaml import meta_gradient
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import Policy, policy_for
@@ -24,6 +23,7 @@ from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.resets import reset_keys
 from meta.algorithm.selfplay.trainer import GameSession
+from meta.config.ppo import PPOConfig
 
 __all__ = ["is_game", "stack_key", "start_policy", "train", "train_requests"]
 

@@ -23,7 +23,6 @@ import torch
 
 import envs
 from envs.bench import throughput
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.rollout import SERIAL_BATCH
 from meta.bench import limit as bench_limit
 from meta.bench import markup
@@ -31,6 +30,7 @@ from meta.bench import report as bench_report
 from meta.bench import scaling as bench_scaling
 from meta.bench.sb3 import Outcome, Settings, missing_extra, train_ours, train_sb3
 from meta.config import CheckpointConfig
+from meta.config.ppo import PPOConfig
 from meta.observe.machine import cpu_blocks, cpu_kind, cpu_model
 from meta.run.atomic import atomic_write_text
 from meta.runtime.config import MATMUL_PRECISIONS

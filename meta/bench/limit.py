@@ -21,7 +21,6 @@ import torch
 
 import envs
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import policy_for
@@ -29,6 +28,7 @@ from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import make_optimizer
 from meta.algorithm.ppo.update import ppo_update
 from meta.algorithm.ppo.weights import cpu_weights
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.runtime.threads import torch_threads
 
 Layer = tuple[int, int]

@@ -16,11 +16,11 @@ import torch
 from torch import nn
 
 import envs
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.training import train
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.evaluation.episodes import Act, policy_actor, run_episodes
 
 if TYPE_CHECKING:

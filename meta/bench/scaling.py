@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.bench import limit as bench_limit
 from meta.bench.sb3 import Settings, train_ours
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.runtime.threads import torch_threads
 
 AREAS = (16, 64, 256, 1024)

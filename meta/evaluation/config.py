@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from meta.algorithm.ppo.config import PPOConfig
+from meta.config.ppo import PPOConfig
 from meta.evaluation.procedure import Procedure
 from meta.evaluation.statistics import REACHES
 

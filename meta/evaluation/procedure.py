@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from meta.algorithm.ppo.config import OPTIMIZERS, SCHEDULES
 from meta.algorithm.resets import RESETS
+from meta.config.ppo import OPTIMIZERS, SCHEDULES
 
 
 @dataclass

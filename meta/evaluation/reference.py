@@ -17,10 +17,10 @@ import platform
 import torch
 
 import envs
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import train as train_request
+from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.evaluation.games import REFERENCE as OUT
 from meta.observe.machine import cpu_blocks
 

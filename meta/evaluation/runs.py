@@ -12,11 +12,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 import envs
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
+from meta.config.ppo import PPOConfig
 from meta.evaluation.config import EvalConfig, Procedure
 from meta.retired import upgraded
 from meta.run.configuration import flatten

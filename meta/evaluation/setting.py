@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from meta.algorithm.ppo.config import PPOConfig
 from meta.config import Config
+from meta.config.ppo import PPOConfig
 from meta.evaluation.config import EvalConfig, Procedure
 
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.optim import state_dict
 from meta.algorithm.ppo.weights import Weights
+from meta.config.ppo import NetworkConfig
 
 POLICY, GLOBAL_STEP = "Policy", "global_step"
 OPTIMIZER, CRITIC = "Optimizer:value_optimizer", "Optimizer:critic"

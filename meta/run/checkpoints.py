@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.config import NetworkConfig
+from meta.config.ppo import NetworkConfig
 from meta.run import faults
 from meta.run.atomic import StrPath, atomic_write_bytes, torch_bytes
 from meta.run.export import MLAgentsExport, run_network

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.config import NetworkConfig
 from meta.config import Config
+from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import Network, from_mlagents, is_mlagents, settings_misfit
 from meta.observe.reporter import INNER_UPDATES_TABLE
 from meta.observe.tables import header_error

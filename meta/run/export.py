@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.weights import Weights
+from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import POLICY, InteropError, to_mlagents
 from meta.interop.onnx import ExportUnavailable, onnx_bytes
 

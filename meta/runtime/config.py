@@ -7,7 +7,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 
-from meta.algorithm.ppo.config import positive
+from meta.config.ppo import positive
 from meta.retired import retired
 
 RUNTIMES = ("local", "ray")

@@ -14,11 +14,11 @@ from mlagents_envs.base_env import BehaviorSpec
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
-from meta.algorithm.ppo.config import SelfPlayConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import learner_class
 from meta.config import Config
+from meta.config.ppo import SelfPlayConfig
 from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
 from meta.observe.reporter import csv_tables
 from meta.run.checkpoints import LATEST

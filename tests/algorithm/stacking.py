@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 import torch
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.loss import actor_loss, critic_loss
 from meta.algorithm.ppo.network import PolicyStack
@@ -18,6 +17,7 @@ from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.train import Stack, Trained, make_optimizer, train_stack
 from meta.algorithm.ppo.update import gradient_step, hyper_tensors
 from meta.algorithm.ppo.weights import OptimizerState, cpu_weights
+from meta.config.ppo import PPOConfig
 
 LOSSES = (actor_loss, critic_loss)
 BATCH_KEYS = ("features", "actions", "old_log_probs", "old_values", "advantages", "returns")

@@ -12,10 +12,10 @@ import torch
 
 import envs
 from meta.algorithm.fomaml import fomaml_update, meta_gradient
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import policy_for
 from meta.config import Config
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.trainer import MetaTrainer, plan_training, train
 
 Factory = Callable[..., Config]

@@ -12,7 +12,6 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo import train as ppo_train
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs, time_slice
 from meta.algorithm.ppo.policy import gaussian_log_prob, policy_for
@@ -21,6 +20,7 @@ from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.selfplay.trainer import GameSession
 from meta.algorithm.training import stack_key
+from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig
 from tests.algorithm.stacking import stack_of, train_one
 
 NETWORK = NetworkConfig(hidden_units=16, num_layers=1)

@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy
+from meta.config.ppo import NetworkConfig, PPOConfig
 from tests.algorithm.stacking import (
     batch_of,
     observe,

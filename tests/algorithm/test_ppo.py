@@ -10,12 +10,12 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 import envs
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import make_optimizer
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import train as train_request
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.observe.tags import SUCCESS
 from meta.runtime.threads import torch_threads
 from tests.algorithm.stacking import stack_of, train_one

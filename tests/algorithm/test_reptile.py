@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.reptile import (
     Task,
     TaskSampler,
@@ -17,6 +16,7 @@ from meta.algorithm.reptile import (
     task_rng,
 )
 from meta.config import MetaConfig, TaskConfig
+from meta.config.ppo import PPOConfig
 
 
 def w(*values: float) -> dict[str, torch.Tensor]:

@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from meta.algorithm.ppo import update
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
+from meta.config.ppo import PPOConfig
 from meta.runtime.threads import torch_threads
 from tests.algorithm.test_stacks import PPO, TOLERANCE, _alone, _delta, _requests, _same, _stacked
 

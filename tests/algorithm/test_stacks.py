@@ -14,7 +14,6 @@ import torch
 
 import envs
 from meta.algorithm.ppo import update
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.network import pieces
 from meta.algorithm.ppo.optim import optimizer_steps
@@ -26,6 +25,7 @@ from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import stack_key, train, train_requests
 from meta.config import EnvConfig
+from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.observe.tags import ELO, SUCCESS, WIN_RATE
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Call, Training, request_env

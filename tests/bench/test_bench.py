@@ -17,7 +17,6 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import envs
 from envs.tasks.core import BatchedTask
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import LEARNING_RATE_FLOOR, decayed
 from meta.algorithm.ppo.policy import policy_for
 from meta.bench import limit as bench_limit
@@ -27,6 +26,7 @@ from meta.bench.limit import flop_model, layers, limit_rate, limits
 from meta.bench.markup import BEGIN, END, splice
 from meta.bench.report import outer_breakdown, summarise
 from meta.bench.sb3 import Outcome, Settings, _Schedule, train_ours, train_sb3
+from meta.config.ppo import NetworkConfig, PPOConfig
 from tests.algorithm.stacking import stack_of
 
 # --- FLOP model and the GEMM limit -------------------------------------------------------------

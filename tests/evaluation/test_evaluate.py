@@ -14,9 +14,9 @@ from commandline import run_main
 from omegaconf import OmegaConf
 
 import envs
-from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.config import Config
+from meta.config.ppo import NetworkConfig
 from meta.evaluation.episodes import policy_actor, run_episodes
 from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.statistics import Cell, iqm

@@ -11,10 +11,10 @@ from tinyconfig import TINY_EVAL
 
 import envs
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.training import train_requests
 from meta.config import Config
+from meta.config.ppo import NetworkConfig
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import AdaptJob, Setting, measured, measured_together
 from meta.evaluation.config import Procedure

@@ -22,7 +22,7 @@ from interopkit import (
     trained_policy,
 )
 
-from meta.algorithm.ppo.config import NetworkConfig
+from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import (
     CRITIC,
     OPTIMIZER,

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import make_policy
 from meta.cli import one_line
+from meta.config.ppo import NetworkConfig
 from meta.interop import onnx as interop_onnx
 from meta.interop.mlagents import POLICY, from_mlagents
 from meta.run import checkpoints as checkpoints_module

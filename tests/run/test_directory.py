@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import make_policy
 from meta.config import Config
+from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import to_mlagents
 from meta.run.checkpoints import CheckpointError
 from meta.run.directory import RunError, latest_weights

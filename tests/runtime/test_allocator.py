@@ -12,7 +12,7 @@ import pytest
 # (what earlier tests left in the heap), not only on the setting under test.
 MEASURE = """
 import resource, torch
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import make_policy

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import envs
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
 from meta.config import EnvConfig
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import LocalExecutor, ProcessExecutor, retrying
 from meta.runtime.jobs import Call, Training

@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
 from meta.config import EnvConfig
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import LocalExecutor
 from meta.runtime.jobs import Training

@@ -17,13 +17,13 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from meta import retired
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
 from meta.cli import CONFIG_DIR
 from meta.config import Config, EnvConfig, RuntimeConfig
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.evaluation.runs import run_config
 from meta.run.faults import FAULT_ENV
 from meta.runtime.envpool import EnvPool

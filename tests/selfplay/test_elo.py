@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from meta.algorithm.ppo.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import (
     LATEST,
     Ghost,
@@ -15,6 +14,7 @@ from meta.algorithm.selfplay.ghost import (
     expected_score,
     result_of,
 )
+from meta.config.ppo import SelfPlayConfig
 
 
 def test_expected_score_on_the_400_point_scale() -> None:

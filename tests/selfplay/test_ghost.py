@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from meta.algorithm.ppo.config import SelfPlayConfig
 from meta.algorithm.selfplay.ghost import LATEST, Ghost, elo_only, run_state_after
+from meta.config.ppo import SelfPlayConfig
 
 
 def weights(value: float) -> dict[str, torch.Tensor]:

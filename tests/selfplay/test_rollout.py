@@ -10,7 +10,6 @@ from mlagents_envs.base_env import BehaviorMapping
 
 import envs
 from envs.tasks.teams import TEAM_BEHAVIORS, TeamTaskEnv
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import policy_for
@@ -20,6 +19,7 @@ from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.selfplay.ghost import Ghost
 from meta.algorithm.selfplay.summaries import decisive_share, elo_summaries, summary_mean
 from meta.algorithm.selfplay.trainer import Game, GameSession, first_team
+from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig
 
 
 def collector(cfg: SelfPlayConfig, **params: float) -> tuple[Collector, Game]:

@@ -10,9 +10,9 @@ from omegaconf import OmegaConf
 
 import envs
 from envs.interface import TaskEnvironment
-from meta.algorithm.ppo.config import NetworkConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.config import Config
+from meta.config.ppo import NetworkConfig
 from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.games import RANDOM, play_match, reference_policy
 from meta.trainer import train

@@ -15,11 +15,11 @@ from mlagents_envs.base_env import BehaviorSpec, ObservationSpec
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator, ScalarEvent
 
 import envs
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.training import train as train_request
 from meta.config import Config
+from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.evaluation import reference
 from meta.evaluation.games import RANDOM, play_match
 from meta.trainer import MetaTrainer, plan_training, train

@@ -19,11 +19,11 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 import envs
 from envs.backend.unity_env import resolve_build
 from envs.tasks.teams import TEAM_BEHAVIORS
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.training import train as train_request
 from meta.config import Config
+from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.trainer import Stopped, train
 
 pytestmark = [

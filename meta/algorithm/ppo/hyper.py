@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import astuple, dataclass
 
-from meta.algorithm.ppo.config import PPOConfig
+from meta.config.ppo import PPOConfig
 
 LEARNING_RATE_FLOOR = 1.0e-10
 BETA_FLOOR = 1.0e-5

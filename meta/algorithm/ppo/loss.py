@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.kernels import times
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import gaussian_log_prob
+from meta.config.ppo import PPOConfig
 
 ADAM_EPS = 1e-7
 """Adam's epsilon unless ppo.adam_epsilon says otherwise; ML-Agents 1.1.0 keeps torch's 1e-8."""

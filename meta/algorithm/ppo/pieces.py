@@ -22,10 +22,10 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.network import NORMALIZER, PolicyStack
 from meta.algorithm.ppo.policy import gaussian_log_prob
 from meta.algorithm.ppo.rollout import Bootstrap, Collector, EpisodeLog, Rollout
+from meta.config.ppo import PPOConfig
 
 COLUMNS = ("obs", "actions", "log_probs", "values", "rewards", "next_values", "boundaries")
 

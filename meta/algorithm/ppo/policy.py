@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.config import NetworkConfig
+from meta.config.ppo import NetworkConfig
 from meta.runtime.threads import torch_threads
 
 LOG_2PI = math.log(2.0 * math.pi)

@@ -20,7 +20,6 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.optim import StackOptimizer
@@ -37,6 +36,7 @@ from meta.algorithm.ppo.rollout import (
 )
 from meta.algorithm.ppo.update import ppo_update, take_in
 from meta.algorithm.ppo.weights import OptimizerState, Weights
+from meta.config.ppo import PPOConfig
 from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
 from meta.runtime.allocator import keep_freed_memory
 from meta.runtime.threads import torch_threads

@@ -9,13 +9,13 @@ from functools import cache, partial
 
 import torch
 
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.kernels import clip_grad_norms
 from meta.algorithm.ppo.loss import Batch, actor_loss, critic_loss
 from meta.algorithm.ppo.network import PolicyStack, pieces
 from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.rollout import Rollout, next_state_values
+from meta.config.ppo import PPOConfig
 from meta.observe.tags import (
     APPROX_KL,
     BETA,

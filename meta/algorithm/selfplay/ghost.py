@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from meta.algorithm.ppo.config import SelfPlayConfig
 from meta.algorithm.ppo.weights import Weights, cpu_copy
+from meta.config.ppo import SelfPlayConfig
 
 SelfPlayState = dict[str, Any]
 """A run's self-play state: {"elo": float} and, within a continuous training, "ghost"."""

@@ -20,13 +20,13 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.config import PPOConfig
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import FrozenPolicy
 from meta.algorithm.ppo.rollout import Acting, Agents, Collection, Collector, Timers, id_lookup
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.selfplay.ghost import SUMMARIES, Ghost, SelfPlayState, result_of
 from meta.algorithm.selfplay.summaries import DECISIVE_STAT, decisive_share, elo_summaries
+from meta.config.ppo import PPOConfig
 from meta.observe.tags import ELO, SUCCESS, WIN_RATE
 
 GHOST_SEED = 0x6057

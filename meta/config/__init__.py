@@ -8,8 +8,8 @@ from typing import Any
 
 import envs
 from envs.constants import SPLITS
-from meta.algorithm.ppo.config import NetworkConfig, PPOConfig, check_normalizer, positive
 from meta.algorithm.registry import entry
+from meta.config.ppo import NetworkConfig, PPOConfig, check_normalizer, positive
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.metric import check_objective
 from meta.runtime.config import RuntimeConfig, check_matmul_precision, check_seeds
