@@ -14,6 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from meta import retired
+from meta.algorithm.registry import validate
 from meta.config import Config
 from meta.errors import one_line
 from meta.overrides import MULTIRUN_SEEDS, group_starts, in_force, run_id_of, set_torch
@@ -94,7 +95,7 @@ def _train(cfg: DictConfig) -> float | None:
         run_id = run_id_of(cfg)
         cfg, changes = in_force(cfg, run_id)
         config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-        config.validate()  # before torch is imported: a bad value fails in a moment
+        validate(config)  # before torch is imported: a bad value fails in a moment
         from meta.trainer import plan_training, session
 
         set_torch(config)

@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from meta.algorithm.registry import validate
 from meta.config import Config
 from meta.run.names import check_name, derived_run_id, override_key, seed_overrides
 from meta.runtime.config import check_seeds
@@ -106,7 +107,7 @@ def _seed_start(cfg: DictConfig, overrides: list[str], seed: int) -> Start:
     run_id = seed_run_id(cfg, overrides, seed)
     alone, changes = in_force(alone, run_id, mine)  # type: ignore[arg-type]
     config: Config = OmegaConf.to_object(alone)  # type: ignore[assignment]
-    config.validate()
+    validate(config)
     set_torch(config)
     plan = plan_training(config, run_id)
     resolved = {str(k): v for k, v in OmegaConf.to_container(alone, resolve=True).items()}  # type: ignore[union-attr]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from meta.algorithm.registry import validate
 from meta.config import Config
 from meta.errors import first_line, without_passwords
 from meta.run.names import command
@@ -61,7 +62,7 @@ def directions_of(direction: object) -> list[str]:
 
 def check_search(config: Config, sweeper: dict[str, Any]) -> None:
     """Raise ValueError for a search whose configuration or study storage is unusable."""
-    config.validate()
+    validate(config)
     if sweeper.get("storage") is not None:
         directions = directions_of(sweeper.get("direction"))
         check_study(str(sweeper["storage"]), sweeper.get("study_name"), directions)

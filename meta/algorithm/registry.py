@@ -2,7 +2,8 @@
 
 An entry names its class by import path, so that checking a configuration loads neither torch
 nor the learners (meta-train refuses a bad value in a moment); the few traits the config's
-checks need sit beside it. A new meta-learner is a subclass and one line here.
+checks need sit beside it, and `validate` checks a configuration with them. A new meta-learner
+is a subclass and one line here.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from meta.config.ppo import positive
+
 if TYPE_CHECKING:
     from meta.algorithm.learner import MetaLearner
+    from meta.config import Config
 
 
 @dataclass(frozen=True)
@@ -54,3 +58,24 @@ def learner_class(name: str) -> type[MetaLearner]:
     module, _, attribute = entry(name).target.partition(":")
     cls: type[MetaLearner] = getattr(importlib.import_module(module), attribute)
     return cls
+
+
+def validate(cfg: Config) -> None:
+    """Raise ValueError naming the first invalid field of `cfg`, its meta-learner's included:
+    a known name, and what the learner's traits allow of the rest."""
+    learner = entry(cfg.meta.algorithm)
+    cfg.validate()
+    meta = cfg.meta
+    if learner.interpolates:
+        meta.check_fractions()
+    else:
+        positive("meta.outer_lr", meta.outer_lr)  # a step along a gradient, not a fraction
+        if meta.final_outer_lr < 0:
+            raise ValueError(f"meta.outer_lr_final must be >= 0, got {meta.outer_lr_final}")
+    if learner.no_games:
+        meta.check_games(learner.no_games)
+        if cfg.ppo.self_play is not None:
+            raise ValueError(
+                f"meta={meta.algorithm} with ppo.self_play: {learner.no_games} "
+                "and cannot train a game of teams (use meta=reptile)"
+            )

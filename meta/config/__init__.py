@@ -8,7 +8,6 @@ from typing import Any
 
 import envs
 from envs.constants import SPLITS
-from meta.algorithm.registry import entry
 from meta.config.ppo import NetworkConfig, PPOConfig, check_normalizer, positive
 from meta.evaluation.config import EvalConfig
 from meta.evaluation.metric import check_objective
@@ -76,19 +75,11 @@ class MetaConfig:
         return 1.0 if self.outer_lr == 1.0 else 0.0
 
     def validate(self) -> None:
-        """Raise ValueError naming the first invalid field."""
-        learner = entry(self.algorithm)
+        """Raise ValueError naming the first invalid field (what the meta-learner's traits
+        allow is checked by its registry, meta.algorithm.registry.validate)."""
         positive("meta.steps", self.steps)
         positive("meta.meta_batch_size", self.meta_batch_size)
         positive("meta.joint_tasks", self.joint_tasks)
-        if learner.interpolates:
-            self._check_fractions()
-        else:
-            positive("meta.outer_lr", self.outer_lr)  # a step along a gradient, not a fraction
-        if learner.no_games:
-            self._check_games(learner.no_games)
-        if not learner.interpolates and self.final_outer_lr < 0:
-            raise ValueError(f"meta.outer_lr_final must be >= 0, got {self.outer_lr_final}")
         if not self.tasks:
             raise ValueError("meta.tasks is empty: give at least one task family")
         if self.inner_optimizer not in INNER_OPTIMIZERS:
@@ -105,14 +96,14 @@ class MetaConfig:
                     f"got {task.weight}"
                 )
 
-    def _check_fractions(self) -> None:
+    def check_fractions(self) -> None:
         """An interpolating learner's step sizes are fractions of the way to the trained weights."""
         if not 0.0 < self.outer_lr <= 1.0:
             raise ValueError(f"meta.outer_lr must be in (0, 1], got {self.outer_lr}")
         if not 0.0 <= self.final_outer_lr <= 1.0:
             raise ValueError(f"meta.outer_lr_final must be in [0, 1], got {self.outer_lr_final}")
 
-    def _check_games(self, no_games: str) -> None:
+    def check_games(self, no_games: str) -> None:
         """A learner that cannot train games of teams gets none."""
         for i, task in enumerate(self.tasks):
             if task.name in envs.FAMILIES and envs.family(task.name).adversarial:
@@ -242,12 +233,6 @@ class Config:
         """Raise ValueError naming the first invalid field."""
         for part in (self.meta, self.ppo, self.network, self.env, self.runtime, self.checkpoint):
             part.validate()
-        no_games = entry(self.meta.algorithm).no_games
-        if no_games and self.ppo.self_play is not None:
-            raise ValueError(
-                f"meta={self.meta.algorithm} with ppo.self_play: {no_games} "
-                "and cannot train a game of teams (use meta=reptile)"
-            )
         check_normalizer(self.network, self.ppo)
         if self.seeds is not None:
             check_seeds(self.seeds)

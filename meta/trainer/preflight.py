@@ -16,7 +16,7 @@ from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.registry import learner_class
+from meta.algorithm.registry import learner_class, validate
 from meta.config import Config
 from meta.config.ppo import SelfPlayConfig
 from meta.curriculum.lessons import EnvironmentParameters, parse_environment_parameters
@@ -45,7 +45,7 @@ class TrainingPlan:
 
 def plan_training(cfg: Config, run_id: str) -> TrainingPlan:
     """Validate the whole configuration and the run directory rules; write or start nothing."""
-    cfg.validate()
+    validate(cfg)
     if cfg.seeds is not None:
         raise ValueError(
             "seeds=[...] names a group of runs, which meta-train trains; plan each one alone "

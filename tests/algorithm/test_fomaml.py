@@ -14,6 +14,7 @@ import envs
 from meta.algorithm.fomaml import fomaml_update, meta_gradient
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.registry import validate
 from meta.config import Config
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.trainer import MetaTrainer, plan_training, train
@@ -91,4 +92,4 @@ def test_games_and_settings_fomaml_cannot_honour_are_refused(
     tiny_config: Factory, overrides: list[str], message: str
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        tiny_config("meta=fomaml", *overrides).validate()
+        validate(tiny_config("meta=fomaml", *overrides))
