@@ -7,7 +7,7 @@ one place that knows both (`ppo` never imports `selfplay`, which builds on it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
@@ -125,10 +125,10 @@ def stack_key(request: TrainRequest) -> tuple[object, ...]:
     """What the requests of one stack share: PPO's settings but PER_MEMBER, the network's
     shape and normaliser (a fresh start's initialisation is the member's), the device, the
     updates, the tasks side by side; other requests train in other stacks."""
-    net = request.network
-    shared = replace(request.ppo, **dict.fromkeys(PER_MEMBER))
+    net, names = request.network, [f.name for f in fields(PPOConfig) if f.name not in PER_MEMBER]
+    ppo = tuple((name, getattr(request.ppo, name)) for name in names)
     network = (net.hidden_units, net.num_layers, net.normalize, net.normalizer_epsilon)
-    return (shared, network, request.device, request.updates, len(request.tasks))
+    return (ppo, network, request.device, request.updates, len(request.tasks))
 
 
 def _schedule(request: TrainRequest) -> Schedule:
