@@ -20,7 +20,7 @@ from hydra.core.utils import JobReturn, JobRuntime, JobStatus, setup_globals
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from meta.cli import trained
+from meta.cli import fail, trained
 from meta.launch import BEFORE_START
 from meta.overrides import run_id_of, run_start
 from meta.run.signals import exit_at_once
@@ -61,7 +61,10 @@ def launch_together(
             except Exception as error:  # the trial's input: the others go on
                 returns[n] = _ended(job, error)
     order = sorted(starts)
-    ends = session.run_apart([starts[n] for n in order], [labels[n] for n in order], console)
+    try:
+        ends = session.run_apart([starts[n] for n in order], [labels[n] for n in order], console)
+    except session.Stopped as stopped:  # a signal, or Ray that cannot start: the search stops
+        fail("meta-train", str(stopped), stopped.code)
     for n, end in zip(order, ends, strict=True):
         if isinstance(end, Exception):
             returns[n] = _ended(jobs[n], end)

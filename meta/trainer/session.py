@@ -212,9 +212,7 @@ def _stop(error: Exception, line: Callable[[str], str]) -> Stopped | None:
             reason = f"no space left on device writing {error.filename}"
         else:
             reason = f"{error.strerror or error} ({error.filename})"
-    elif isinstance(
-        error, BuildsExhausted | BuildError | CheckpointError | StatusError | ValueError
-    ):
+    elif isinstance(error, RUN_ERRORS):
         reason = first_line(error)
     else:
         return None
@@ -254,6 +252,8 @@ def run_apart(
                 record_changes(trainers[i].run_dir, trainers[i].meta_step, start.changes)
             except Exception as error:
                 trainer, held = trainers.pop(i, None), locks[i].held
+                if trainer is not None:
+                    _close_quietly(trainer)
                 line = partial(_stopped, plan=start.plan, trainer=trainer, locked=held)
                 ended[i] = _stop(error, partial(line, opened=bool(opened))) or error
         order = sorted(trainers)
