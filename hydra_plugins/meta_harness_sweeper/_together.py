@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobRuntime, JobStatus, setup_globals
@@ -21,9 +22,11 @@ from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from meta.cli import fail, trained
-from meta.launch import BEFORE_START
-from meta.overrides import run_id_of, run_start
-from meta.run.signals import exit_at_once
+from meta.overrides import run_id_of, run_start, set_torch
+from meta.run.signals import BEFORE_START, exit_at_once
+
+if TYPE_CHECKING:
+    from meta.trainer import session
 
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 """Hydra's default launcher, which runs the jobs one after the other in this process."""
@@ -60,12 +63,15 @@ def launch_together(
                 starts[n] = run_start(job.cfg, run_id_of(job.cfg))  # type: ignore[arg-type]
             except Exception as error:  # the trial's input: the others go on
                 returns[n] = _ended(job, error)
-    order = sorted(starts)
-    try:
-        ends = session.run_apart([starts[n] for n in order], [labels[n] for n in order], console)
-    except session.Stopped as stopped:  # a signal, or Ray that cannot start: the search stops
-        fail("meta-train", str(stopped), stopped.code)
-    for n, end in zip(order, ends, strict=True):
+    ends: dict[int, Path | Exception] = {}
+    for order in _groups(starts):
+        set_torch(starts[order[0]].plan.cfg)
+        try:
+            done = session.run_apart([starts[n] for n in order], [labels[n] for n in order], console)
+        except session.Stopped as stopped:  # a signal, or Ray that cannot start: the search stops
+            fail("meta-train", str(stopped), stopped.code)
+        ends.update(zip(order, done, strict=True))
+    for n, end in sorted(ends.items()):
         if isinstance(end, Exception):
             returns[n] = _ended(jobs[n], end)
             continue
@@ -75,6 +81,17 @@ def launch_together(
             except Exception as error:  # its measurement: the others are measured still
                 returns[n] = _ended(jobs[n], error)
     return [returns[n] for n in range(len(jobs))]
+
+
+def _groups(starts: Mapping[int, session.Start]) -> list[list[int]]:
+    """The trials that can train as one group: those that share what a group shares (its
+    environments, runtime and torch's process settings), in trial order."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for n in sorted(starts):
+        cfg = starts[n].plan.cfg
+        key = (cfg.env, cfg.runtime, cfg.torch_threads, cfg.torch_matmul_precision)
+        groups.setdefault(key, []).append(n)
+    return list(groups.values())
 
 
 def _job(
