@@ -1,4 +1,5 @@
-"""`python experiments/sweep_bench.py`: a sweep sequentially and with the joblib launcher.
+"""`python experiments/sweep_bench.py`: a sweep sequentially and with the joblib launcher; with
+`--search`, a search's batch of trials trained as one group against one process per trial.
 
 Runs the same Hydra multirun (2 settings x 3 seeds by default) twice, each into a fresh
 results_dir: once with Hydra's basic launcher (one job after the other) and once with the joblib
@@ -8,6 +9,20 @@ sweeps' meta_steps.csv agree but for wall times. It prints figures and asserts n
 
     python experiments/sweep_bench.py             # 100 meta-steps of experiment=hidden_goal a run
     python experiments/sweep_bench.py --steps 4 meta.meta_batch_size=2   # a quick look
+
+`--search` runs `--trials` (16) trials of the committed `hparams_search=reptile_optuna` space
+on `experiment=hidden_goal`, shrunk to minutes (SHRUNK): `--steps` meta-steps a trial (8),
+`ppo.max_steps` in {1024, 2048, 4096} with `ppo.buffer_size=1024 ppo.batch_size=256` (for the
+space's {2048, 4096, 8192} over buffers of 2048), and an objective measured on one task after
+one adaptation update (`eval.budgets=[0,1] eval.tasks_per_family=1 ...`). Each search is run
+twice per `network.hidden_units` (`--units`, 64 and 128), each into a fresh results_dir: all
+trials asked at once (`hydra.sweeper.n_jobs=<trials>`) and trained as one group in one process
+(`torch_threads=2`: both cores), then the same trials on the joblib launcher, `--jobs` processes
+at a time (`hydra/launcher=joblib hydra.launcher.n_jobs=2`). It prints the wall times, their
+ratio and the load averages, and whether both searches made the same runs.
+
+    python experiments/sweep_bench.py --search                     # the measurement
+    python experiments/sweep_bench.py --search --trials 4 --steps 2 --units 64   # a quick look
 """
 
 from __future__ import annotations
@@ -56,13 +71,59 @@ def same_rows(a: Path, b: Path) -> bool:
     return True
 
 
+SHRUNK = [
+    *("-m", "hparams_search=reptile_optuna", "experiment=hidden_goal", "logger=quiet"),
+    *("ppo.buffer_size=1024", "ppo.batch_size=256", "ppo.max_steps=choice(1024,2048,4096)"),
+    *("eval.budgets=[0,1]", "eval.tasks_per_family=1", "eval.seeds=2", "eval.buffer_size=256"),
+    *("eval.eval_episodes=8", "optimized_metric=success_iqm@1"),
+]
+"""The committed search's space and objective, shrunk to minutes (see the docstring)."""
+
+
+def runs(folder: Path) -> list[str]:
+    """The run ids of a sweep's folder."""
+    return sorted(p.name for p in folder.iterdir() if (p / "configuration.yaml").is_file())
+
+
+def search(args: argparse.Namespace) -> None:
+    """Each width's search as one group and on the joblib launcher; wall times and ratio."""
+    trials = [f"hydra.sweeper.n_trials={args.trials}", f"hydra.sweeper.n_jobs={args.trials}"]
+    base = [sys.executable, "-m", "meta", *SHRUNK, *trials, f"meta.steps={args.steps}"]
+    joblib = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
+    print(f"search: {' '.join(base[3:])} {' '.join(args.overrides)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for units in args.units:
+            out = {name: Path(tmp) / f"{name}_{units}" for name in ("group", "joblib")}
+            command = [*base, f"network.hidden_units={units}", *args.overrides]
+            group = timed(
+                [*command, "torch_threads=2", f"results_dir={out['group']}"],
+                f"{units} units, {args.trials} trials as one group",
+            )
+            apart = timed(
+                [*command, *joblib, f"results_dir={out['joblib']}"],
+                f"{units} units, {args.trials} trials on joblib, {args.jobs} at a time",
+            )
+            print(f"{units} units: joblib / group = {apart / group:.2f}x")
+            print(f"{units} units: the same runs: {runs(out['group']) == runs(out['joblib'])}")
+
+
 def main() -> None:
-    """Parse the arguments, run both sweeps and both reports."""
+    """Parse the arguments, run both sweeps and both reports (or, `--search`, the searches)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=100, help="meta.steps of each run (100)")
+    p.add_argument("--steps", type=int, help="meta.steps of each run (100; --search: 8)")
     p.add_argument("--jobs", type=int, default=2, help="joblib jobs at a time (2)")
+    p.add_argument("--search", action="store_true", help="a search as one group vs joblib")
+    p.add_argument("--trials", type=int, default=16, help="--search: trials (16)")
+    p.add_argument(
+        "--units", type=int, nargs="+", default=[64, 128], help="--search: hidden units (64 128)"
+    )
     p.add_argument("overrides", nargs="*", help="more meta-train overrides")
     args = p.parse_args()
+    if args.search:
+        args.steps = args.steps or 8
+        search(args)
+        return
+    args.steps = args.steps or 100
     train = [sys.executable, "-m", "meta", "-m", *SWEEP, *TRAIN, f"meta.steps={args.steps}"]
     train += args.overrides
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,7 +6,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -14,10 +14,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from meta import retired
-from meta.algorithm.registry import validate
 from meta.config import Config
 from meta.errors import one_line
-from meta.overrides import MULTIRUN_SEEDS, group_starts, in_force, run_id_of, set_torch
+from meta.overrides import MULTIRUN_SEEDS, group_starts, run_id_of, run_start, set_torch
 from meta.run.interrupt import Terminated, raise_on_signals
 from meta.run.names import (
     DEFAULT_RESULTS_DIR,
@@ -29,6 +28,9 @@ from meta.run.names import (
 from meta.run.signals import BEFORE_START, exit_at_once, exit_code, forget_interrupt
 from meta.runtime.config import check_matmul_precision
 from meta.usage import HELP_FLAGS, did_you_mean, eval_argv, wrapped_help
+
+if TYPE_CHECKING:
+    from meta.trainer.session import Start
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 VERBOSE = False
@@ -92,27 +94,27 @@ def _train(cfg: DictConfig) -> float | None:
         _train_seeds(cfg, console)
         return None
     try:
-        run_id = run_id_of(cfg)
-        cfg, changes = in_force(cfg, run_id)
-        config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-        validate(config)  # before torch is imported: a bad value fails in a moment
-        from meta.trainer import plan_training, session
-
-        set_torch(config)
-        checked = plan_training(config, run_id)
+        start = run_start(cfg, run_id_of(cfg))
     except (ValueError, OSError, RuntimeError) as error:  # the input, and nothing written yet
         fail("meta-train", error)
-    resolved = {str(k): v for k, v in OmegaConf.to_container(cfg, resolve=True).items()}  # type: ignore[union-attr]
-    resolved["run_id"] = run_id
+    from meta.trainer import session
+
+    plan = start.plan
     try:
-        run_dir = session.run(checked, OmegaConf.to_yaml(resolved), resolved, console, changes)
+        run_dir = session.run(plan, start.config_yaml, start.resolved, console, start.changes)
     except session.Stopped as stopped:
         fail("meta-train", str(stopped), stopped.code)
+    return trained(start, run_dir)
+
+
+def trained(start: Start, run_dir: Path) -> float | None:
+    """meta-train's closing lines for a run it trained; the objective of a search's trial."""
+    config = start.plan.cfg
     print(
         f"meta-train: done. Results in {run_dir} (final weights {run_dir / 'Brain.pt'}; "
         f"meta-steps in {run_dir / 'meta_steps.csv'}). Watch it with: "
         f"{command('tensorboard', '--logdir', str(run_dir))}. Evaluate it with: "
-        f"{evaluate_command(config, run_id, str(cfg.results_dir))}"
+        f"{evaluate_command(config, start.plan.run_id, config.results_dir)}"
     )
     return _report_objective(config, run_dir)
 

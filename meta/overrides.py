@@ -100,17 +100,23 @@ def _check_group(cfg: DictConfig, overrides: list[str]) -> None:
 
 def _seed_start(cfg: DictConfig, overrides: list[str], seed: int) -> Start:
     """The run of `seed` in a group, planned as `seed=<seed>` alone plans it."""
-    from meta.trainer import plan_training, session
-
     mine = seed_overrides(overrides, seed)
     alone = OmegaConf.merge(cfg, {"seed": seed, "seeds": None})
-    run_id = seed_run_id(cfg, overrides, seed)
-    alone, changes = in_force(alone, run_id, mine)  # type: ignore[arg-type]
-    config: Config = OmegaConf.to_object(alone)  # type: ignore[assignment]
+    return run_start(alone, seed_run_id(cfg, overrides, seed), mine)  # type: ignore[arg-type]
+
+
+def run_start(cfg: DictConfig, run_id: str, overrides: list[str] | None = None) -> Start:
+    """The run `cfg` configures, planned: its configuration in force (`overrides`: as
+    `in_force` takes them), validated before torch is imported; ValueError, OSError or
+    RuntimeError for input that cannot run, nothing written."""
+    cfg, changes = in_force(cfg, run_id, overrides)
+    config: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     validate(config)
+    from meta.trainer import plan_training, session
+
     set_torch(config)
     plan = plan_training(config, run_id)
-    resolved = {str(k): v for k, v in OmegaConf.to_container(alone, resolve=True).items()}  # type: ignore[union-attr]
+    resolved = {str(k): v for k, v in OmegaConf.to_container(cfg, resolve=True).items()}  # type: ignore[union-attr]
     resolved["run_id"] = run_id
     return session.Start(plan, OmegaConf.to_yaml(resolved), resolved, changes)
 

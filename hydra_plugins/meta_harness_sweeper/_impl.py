@@ -36,6 +36,7 @@ from meta.study import directions_of, open_storage, rdb_storage, shown
 from meta.usage import config_keys, did_you_mean
 
 from ._space import SearchSpace, search_space
+from ._together import launch_together, trains_together
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 RESULTS_FILE = "optimization_results.yaml"
@@ -81,6 +82,8 @@ class StudySweeperImpl:
         self.launcher = Plugins.instance().instantiate_launcher(
             config=config, hydra_context=hydra_context, task_function=task_function
         )
+        self.together = trains_together(config)
+        """Whether each batch trains as one group in this process (the basic launcher)."""
 
     def sweep(self, arguments: list[str]) -> None:
         """Check the search, then run batches until the study has `n_trials` finished trials."""
@@ -178,7 +181,13 @@ class StudySweeperImpl:
         overrides = [self._overrides(trial, space) for trial in self.asked]
         for trial in self.asked:
             _say(f"trial {trial.number} of study {study.study_name}: {_tried(trial.params)}")
-        returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        if self.together:
+            labels = [f"trial {trial.number}" for trial in self.asked]
+            returns = launch_together(
+                self.hydra_context, self.config, overrides, self.job_idx, labels
+            )
+        else:
+            returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         self.job_idx += len(returns)
         failures = []
         for trial, returned in zip(self.asked, returns, strict=True):

@@ -7,7 +7,7 @@ one place that knows both (`ppo` never imports `selfplay`, which builds on it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import torch
 
@@ -25,7 +25,14 @@ from meta.algorithm.resets import reset_keys
 from meta.algorithm.selfplay.trainer import GameSession
 from meta.config.ppo import PPOConfig
 
-__all__ = ["is_game", "stack_key", "start_policy", "train", "train_requests"]
+__all__ = ["PER_MEMBER", "is_game", "stack_key", "start_policy", "train", "train_requests"]
+
+PER_MEMBER = (
+    *("learning_rate", "beta", "epsilon"),
+    *("learning_rate_schedule", "beta_schedule", "epsilon_schedule", "summary_freq"),
+)
+"""PPO's settings a member of a stack takes from its own request (its schedule, its game's
+session); the stack reads every other one from its first member's, so they share them."""
 
 
 def train(
@@ -72,6 +79,7 @@ def train_requests(
             for r, start in zip(requests, starts, strict=True)
         ]
     for request in requests:
+        request.ppo.validate()
         rate = (request.hyper or Hyper.of(request.ppo)).learning_rate
         if rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {rate}")
@@ -114,9 +122,13 @@ def train_requests(
 
 
 def stack_key(request: TrainRequest) -> tuple[object, ...]:
-    """What the requests of one stack share: PPO's settings, the network, the device, the
+    """What the requests of one stack share: PPO's settings but PER_MEMBER, the network's
+    shape and normaliser (a fresh start's initialisation is the member's), the device, the
     updates, the tasks side by side; other requests train in other stacks."""
-    return (request.ppo, request.network, request.device, request.updates, len(request.tasks))
+    net, names = request.network, [f.name for f in fields(PPOConfig) if f.name not in PER_MEMBER]
+    ppo = tuple((name, getattr(request.ppo, name)) for name in names)
+    network = (net.hidden_units, net.num_layers, net.normalize, net.normalizer_epsilon)
+    return (ppo, network, request.device, request.updates, len(request.tasks))
 
 
 def _schedule(request: TrainRequest) -> Schedule:

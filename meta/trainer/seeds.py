@@ -1,4 +1,5 @@
-"""Runs of one setting, one per seed, trained in lockstep (`seeds=[...]`).
+"""Runs trained in lockstep: one per seed of a setting (`seeds=[...]`), or a search's batch of
+trials, each of its own settings.
 
 Each run is a MetaTrainer of its own: its directory, lock, status, checkpoints, writers and
 theta. Every round, each unfinished run starts its next meta-step (`meta_step_jobs`), the jobs
@@ -8,17 +9,18 @@ stack trains bitwise the same whichever other members share it, as long as it ha
 (meta.algorithm.ppo.kernels), so a run of the group equals the run of its seed alone wherever
 that run stacks too (meta.meta_batch_size of 2 or more); a lone training, which alone trains as
 a stack of one, gets companions here and equals it to rounding. The runs commit a meta-step
-together: a signal waits until every run has committed it.
+together: a signal waits until every run has committed it. A group of seeds ends at the first
+error; a group of trials (`apart`) lets a run that fails end alone while the others go on.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 
@@ -27,18 +29,27 @@ from meta.algorithm.request import TrainResult
 from meta.observe.progress import Progress
 from meta.run.interrupt import deferred_interrupt
 from meta.run.names import command
-from meta.runtime.executor import LocalExecutor
+from meta.runtime.executor import Executor, LocalExecutor
 from meta.runtime.jobs import Training
+from meta.runtime.stacks import OnCrash
 from meta.trainer.loop import MetaTrainer, Rows
 
+T = TypeVar("T")
 Steps = Generator[list[Training], list[TrainResult], Rows]
 
 
-class SeedGroup:
-    """Trains several runs to their ends in lockstep; each meta-step's jobs run as one."""
+class RunGroup:
+    """Trains several runs to their ends in lockstep; each meta-step's jobs run as one.
 
-    def __init__(self, trainers: Sequence[MetaTrainer], console: Console | None = None) -> None:
-        self.trainers, self.console = list(trainers), console
+    `apart`: a run whose meta-step or final weights fail ends there, its error in `failed`
+    (by its index), and the others go on; else the error ends the group.
+    """
+
+    def __init__(
+        self, trainers: Sequence[MetaTrainer], console: Console | None = None, apart: bool = False
+    ) -> None:
+        self.trainers, self.console, self.apart = list(trainers), console, apart
+        self.failed: dict[int, Exception] = {}
         for trainer in self.trainers:  # a stack's time shows in each of its runs' timers
             trainer.timers.shared_with([t.run_dir.name for t in self.trainers if t is not trainer])
 
@@ -48,15 +59,34 @@ class SeedGroup:
         total = max(t.cfg.meta.steps for t in self.trainers)
         done = min(t.meta_step for t in self.trainers)
         with Progress(total, done, self.console, first.cfg.logger.console) as progress:
-            while going := [t for t in self.trainers if t.meta_step < t.cfg.meta.steps]:
-                progress.finished(self.meta_step_once(going)[0])
+            while going := [t for t in self._going() if t.meta_step < t.cfg.meta.steps]:
+                if tables := self.meta_step_once(going):
+                    progress.finished(tables[0])
         with deferred_interrupt():
-            for trainer in self.trainers:
-                trainer.finish()
+            for trainer in self._going():
+                self._apart(trainer, trainer.finish)
         return [t.run_dir for t in self.trainers]
 
+    def _going(self) -> list[MetaTrainer]:
+        return [t for i, t in enumerate(self.trainers) if i not in self.failed]
+
+    def _apart(self, trainer: MetaTrainer, call: Callable[[], T]) -> T | None:
+        """`call()`; apart, its error ends the trainer's run alone (None)."""
+        try:
+            return call()
+        except Exception as error:
+            self._fail(trainer, error)
+            return None
+
+    def _fail(self, trainer: MetaTrainer, error: Exception) -> None:
+        """Apart, the trainer's run ends with `error`; else the error ends the group."""
+        if not self.apart:
+            raise error
+        self.failed[self.trainers.index(trainer)] = error
+
     def meta_step_once(self, trainers: list[MetaTrainer]) -> list[Rows]:
-        """The next meta-step of each of `trainers`, their jobs run together; each one's rows."""
+        """The next meta-step of each of `trainers`, their jobs run together; the rows of each
+        one that committed it."""
         first = trainers[0]
         timers = _EveryTimers(t.timers for t in trainers)
         if first.cfg.runtime.backend == "ray":  # the first run's actors (the cluster is shared)
@@ -68,21 +98,56 @@ class SeedGroup:
             for trainer in trainers:
                 scopes.enter_context(trainer.timers.scope("meta_step"))
             steps: list[Steps] = [t.meta_step_jobs(t.meta_step) for t in trainers]
-            pending = {i: next(s) for i, s in enumerate(steps)}
+            pending: dict[int, list[Training]] = {}
+            for i, s in enumerate(steps):
+                if (jobs := self._apart(trainers[i], partial(next, s))) is not None:
+                    pending[i] = jobs
             tables: dict[int, Rows] = {}
             while pending:
-                order = list(pending)
-                jobs = [job for i in order for job in pending[i]]
-                results = list(executor.run(jobs, crashed))
+                results = self._results(executor, pending, crashed, trainers)
+                pending = {i: pending[i] for i in results}  # apart, a run that failed ends
                 with deferred_interrupt():  # every run commits the meta-step before a signal counts
-                    for i in order:
-                        mine, results = results[: len(pending[i])], results[len(pending[i]) :]
+                    for i, mine in results.items():
                         try:
                             pending[i] = steps[i].send(mine)
                         except StopIteration as committed:
                             tables[i] = committed.value
                             del pending[i]
-        return [tables[i] for i in range(len(trainers))]
+                        except Exception as error:
+                            self._fail(trainers[i], error)
+                            del pending[i]
+        return [tables[i] for i in sorted(tables)]
+
+    def _results(
+        self,
+        executor: Executor,
+        pending: dict[int, list[Training]],
+        crashed: OnCrash,
+        trainers: list[MetaTrainer],
+    ) -> dict[int, list[TrainResult]]:
+        """Each pending run's results, all its jobs run in one call; apart, where that call
+        fails, each run's jobs in a call of its own, a run whose call fails ending alone."""
+        order = list(pending)
+        try:
+            results = _run(executor, [job for i in order for job in pending[i]], crashed)
+        except Exception as error:
+            if len(order) == 1:
+                self._fail(trainers[order[0]], error)
+                return {}
+            if not self.apart:
+                raise
+            alone = {i: partial(_run, executor, pending[i], crashed) for i in order}
+            ran = {i: self._apart(trainers[i], call) for i, call in alone.items()}
+            return {i: mine for i, mine in ran.items() if mine is not None}
+        out = {}
+        for i in order:
+            out[i], results = results[: len(pending[i])], results[len(pending[i]) :]
+        return out
+
+
+def _run(executor: Executor, jobs: list[Training], crashed: OnCrash) -> list[TrainResult]:
+    """The jobs' results, in order."""
+    return list(executor.run(jobs, crashed))
 
 
 class _EveryTimers:

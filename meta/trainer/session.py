@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import signal
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,17 @@ from meta.runtime.cluster import Cluster, join_or_start_ray
 from meta.trainer.dispatch import BuildsExhausted
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import TrainingPlan
-from meta.trainer.seeds import SeedGroup, listed, stopped_line
+from meta.trainer.seeds import (
+    COMPLETE,
+    NO_META_STEP,
+    NOT_BEGUN,
+    RunGroup,
+    State,
+    holding,
+    listed,
+    states_line,
+    stopped_line,
+)
 
 INTERRUPTED, TERMINATED, FAILED, INPUT = 130, 143, 1, 2
 
@@ -170,9 +181,7 @@ def _locked_run(
             record_changes(trainer.run_dir, trainer.meta_step, start.changes)
         if group is None:
             return [trainers[0].run()]
-        return SeedGroup(trainers, console).run()
-    except RunLocked as error:
-        raise Stopped(str(error), FAILED) from error
+        return RunGroup(trainers, console).run()
     except (KeyboardInterrupt, Terminated) as error:
         code = TERMINATED if isinstance(error, Terminated) else INTERRUPTED
         if group is None:
@@ -182,17 +191,104 @@ def _locked_run(
         else:
             message = _group_stopped("interrupted", starts, trainers, len(opened), group)
         raise Stopped(message, code, "interrupted") from error
-    except OSError as error:
+    except Exception as error:
+        stop = _stop(error, lambda reason: _failed(reason, starts, trainers, len(opened), group))
+        if stop is None:
+            raise
+        raise stop from error
+
+
+RUN_ERRORS = (BuildsExhausted, BuildError, CheckpointError, StatusError, ValueError)
+"""Errors of a run rather than of the code, besides the lock's and the file system's."""
+
+
+def _stop(error: Exception, line: Callable[[str], str]) -> Stopped | None:
+    """The Stopped a run's error becomes, `line(reason)` its line; None for an error of the
+    code rather than of the run (its traceback is the report)."""
+    if isinstance(error, RunLocked):
+        return Stopped(str(error), FAILED)
+    if isinstance(error, OSError):
         if error.errno == errno.ENOSPC:
             reason = f"no space left on device writing {error.filename}"
         else:
             reason = f"{error.strerror or error} ({error.filename})"
-        message = _failed(reason, starts, trainers, len(opened), group)
-        raise Stopped(message, FAILED, reason) from error
-    except (BuildsExhausted, BuildError, CheckpointError, StatusError, ValueError) as error:
+    elif isinstance(error, RUN_ERRORS):
         reason = first_line(error)
-        message = _failed(reason, starts, trainers, len(opened), group)
-        raise Stopped(message, FAILED, reason) from error
+    else:
+        return None
+    return Stopped(line(reason), FAILED, reason)
+
+
+def run_apart(
+    starts: Sequence[Start],
+    labels: Sequence[str],
+    console: Console | None = None,
+    program: str = "meta-train",
+) -> list[Path | Exception]:
+    """Runs of their own settings (a search's batch of trials) trained in lockstep
+    (meta.trainer.seeds), each ending as `run` ends it alone: its run directory, or the error
+    `run` raises (a Stopped saying what its directory holds), the others going on. Ctrl-C or
+    SIGTERM stops them all: one Stopped saying where each run stands. `labels` name the runs
+    on the console; once they are released a signal ends `program` at once, as `run`'s does."""
+    plans = [start.plan for start in starts]
+    cluster = _join_or_start_ray(plans[0])
+    locks = [RunLock(plan.cfg.results_dir, plan.run_id) for plan in plans]
+    trainers: dict[int, MetaTrainer] = {}
+    ended: dict[int, Exception | Stopped] = {}
+    raise_on_signals()
+    try:
+        for i, start in enumerate(starts):
+            opened: list[bool] = []
+            try:
+                locks[i].acquire()
+                trainers[i] = MetaTrainer(
+                    start.plan,
+                    start.config_yaml,
+                    start.resolved,
+                    console,
+                    on_open=partial(opened.append, True),
+                    label=labels[i],
+                )
+                record_changes(trainers[i].run_dir, trainers[i].meta_step, start.changes)
+            except Exception as error:
+                trainer, held = trainers.pop(i, None), locks[i].held
+                if trainer is not None:
+                    _close_quietly(trainer)
+                line = partial(_stopped, plan=start.plan, trainer=trainer, locked=held)
+                ended[i] = _stop(error, partial(line, opened=bool(opened))) or error
+        order = sorted(trainers)
+        group = RunGroup([trainers[i] for i in order], console, apart=True)
+        if order:
+            group.run()
+        for j, failure in group.failed.items():
+            i = order[j]
+            line = partial(_stopped, plan=plans[i], trainer=trainers[i])
+            ended[i] = _stop(failure, line) or failure
+    except (KeyboardInterrupt, Terminated) as error:
+        code = TERMINATED if isinstance(error, Terminated) else INTERRUPTED
+        runs = [Path(plan.cfg.results_dir) / plan.run_id for plan in plans]
+        states = [_state(run, trainers.get(i)) for i, run in enumerate(runs)]
+        _release(plans, locks, list(trainers.values()), cluster)
+        message = f"interrupted; {states_line(runs, states)}"
+        exit_at_once(program, message)
+        raise Stopped(message, code, "interrupted") from error
+    except BaseException:
+        _release(plans, locks, list(trainers.values()), cluster)
+        raise
+    received = _release(plans, locks, list(trainers.values()), cluster)
+    exit_at_once(program, "interrupted after the runs ended")
+    if received:
+        raise Stopped("interrupted after the runs ended", exit_code(received[0]), "interrupted")
+    return [ended[i] if i in ended else trainers[i].run_dir for i in range(len(starts))]
+
+
+def _state(run_dir: Path, trainer: MetaTrainer | None) -> State:
+    """Where a run of a group stands."""
+    if trainer is not None and trainer.completed:
+        return COMPLETE
+    if trainer is not None and trainer.committed > 0:
+        return holding(trainer.committed)
+    return NO_META_STEP if run_dir.exists() else NOT_BEGUN
 
 
 def _failed(

@@ -26,7 +26,7 @@ from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import stack_key, train, train_requests
 from meta.config import EnvConfig
 from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig
-from meta.observe.tags import ELO, SUCCESS, WIN_RATE
+from meta.observe.tags import ELO, LEARNING_RATE, SUCCESS, WIN_RATE
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Call, Training, request_env
 from meta.runtime.stacks import MAX_STACK, stacks, units
@@ -131,6 +131,22 @@ def test_changing_one_members_task_and_seed_leaves_the_others_bits() -> None:
     assert _same(first[2].weights, second[2].weights)
     assert repr(first[2].updates) == repr(second[2].updates)
     assert _delta(first[1].weights, second[1].weights) > 100 * TOLERANCE
+
+
+def test_members_of_their_own_rates_betas_epsilons_and_schedules_stack_as_in_any_stack() -> None:
+    own = [
+        replace(PPO, learning_rate=1e-3, beta=0.02, epsilon=0.3),
+        replace(PPO, learning_rate=5e-4, beta_schedule="constant", epsilon_schedule="constant"),
+        replace(PPO, learning_rate=2e-4, beta=0.0, learning_rate_schedule="constant"),
+    ]
+    requests = [replace(r, ppo=p) for r, p in zip(_requests(), own, strict=True)]
+    assert stacks([Training(r) for r in requests]) == [[0, 1, 2]]
+    three = _stacked(requests)
+    for request, among in zip(requests, three, strict=True):
+        (beside,) = _stacked([replace(requests[0], ppo=PPO, seed=9), request])[1:]
+        assert _same(among.weights, beside.weights)
+        assert repr(among.updates) == repr(beside.updates)
+        assert among.updates[0][LEARNING_RATE] == request.ppo.learning_rate
 
 
 # (d) every option, a stack of three as three trainings alone
@@ -420,6 +436,9 @@ def test_only_requests_of_one_setting_stack_together() -> None:
     # options that once trained apart stack now: per-dimension ratios, games
     per_dimension = [replace(r, ppo=replace(PPO, ratio="per_dimension")) for r in (a, b)]
     assert stack_key(per_dimension[0]) == stack_key(per_dimension[1])
+    # a member's own rates stack; what the stack reads from its first member does not
+    assert stack_key(replace(a, ppo=replace(PPO, learning_rate=1e-3, beta=0.0))) == stack_key(a)
+    assert stack_key(replace(a, ppo=replace(PPO, gamma=0.9))) != stack_key(a)
 
 
 def test_chains_at_different_steps_stack_together_and_task_counts_apart() -> None:

@@ -78,6 +78,8 @@ class Stack:
     starts: Sequence[Weights]
     """Each member's start weights."""
     cfg: PPOConfig
+    """The first member's settings: every member's but those each takes from its own schedule
+    and session (meta.algorithm.training.PER_MEMBER)."""
     normalize: bool
     normalizer_epsilon: float
     device: str
