@@ -88,10 +88,10 @@ def launch_together(
 def _groups(starts: Mapping[int, session.Start]) -> list[list[int]]:
     """The trials that can train as one group: those that share what a group shares (its
     environments, runtime and torch's process settings), in trial order."""
-    groups: dict[tuple[object, ...], list[int]] = {}
+    groups: dict[str, list[int]] = {}
     for n in sorted(starts):
         cfg = starts[n].plan.cfg
-        key = (cfg.env, cfg.runtime, cfg.torch_threads, cfg.torch_matmul_precision)
+        key = repr((cfg.env, cfg.runtime, cfg.torch_threads, cfg.torch_matmul_precision))
         groups.setdefault(key, []).append(n)
     return list(groups.values())
 
