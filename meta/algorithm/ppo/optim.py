@@ -121,8 +121,6 @@ class StackOptimizer:
         if active is None or all(active):
             self._step(learning_rates)
             return
-        if not any(active):
-            return
         idle = torch.tensor([not a for a in active], device=self.params[0].device)
         # a stack of several: a stack of one never sits a step out
         held = [*self.params, *(x for moments in self.moments for x in moments)]

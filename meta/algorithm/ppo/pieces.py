@@ -1,17 +1,8 @@
 """ML-Agents' buffer assembly (`ppo.buffer_assembly=pieces`): buffers of whole trajectory pieces.
 
-ML-Agents cuts each agent's trajectory into pieces at `time_horizon` steps or at the end of an
-episode, adds a piece to the update buffer once it is complete, and updates as soon as the
-buffer holds more than `buffer_size` steps; what an agent has begun since its last cut goes
-into the next buffer, acted by the policy before the update. Every agent still steps as one
-array here: the collector steps all agents until the completed pieces exceed `buffer_size`,
-and the buffer is the (T, n) window of those steps with a mask of each agent's pieces. With
-the normaliser on, each piece goes into it as it completes, as ML-Agents' trainer processes a
-piece as soon as the step that completes it is in (`_process_trajectory`): it updates the
-normaliser with the piece's observations, then estimates the piece's values with those
-statistics, and the policy acts the next steps with them. The pieces one step completes go in
-one after another: those an episode's end cut first, then those cut at `time_horizon`, each in
-agent order (the order `AgentProcessor.add_experiences` emits them).
+Every agent still steps as one array: the collector steps all agents until the completed
+pieces exceed `buffer_size`, and the buffer is the (T, n) window of those steps with a mask of
+each agent's pieces (docs/mlagents-fidelity.md, rows 2 and 8, says what ML-Agents does).
 """
 
 from __future__ import annotations
@@ -137,6 +128,8 @@ class PieceNormaliser:
         self.count += 1.0
         self.sum += x
         self.square += x.square()
+        # those an episode's end cut first, then those cut at time_horizon, each in agent order
+        # (the order ML-Agents' AgentProcessor.add_experiences emits them)
         agents = np.concatenate([np.flatnonzero(ended), np.flatnonzero(cut & ~ended)])
         if len(agents) == 0:
             return False

@@ -235,12 +235,15 @@ def _collection(
         collectors = collection(envs, cfg.time_horizon, stack.timers, policy.device, merge)
         episodes, agents = collectors.episodes, {collectors.n}
     else:
-        collectors = [
-            s.collector
-            if s is not None
-            else _collector(env, policy.member(i), g, cfg, stack.timers)
-            for i, (s, env, g) in enumerate(zip(sessions, envs, generators, strict=True))
-        ]
+        collectors = []
+        for i, (s, env, g) in enumerate(zip(sessions, envs, generators, strict=True)):
+            if s is not None:
+                collectors.append(s.collector)
+                continue
+            member = policy.member(i)  # PPO's own collector: fixed buffers, or ML-Agents' pieces
+            own = Collector(env, BEHAVIOR_NAME, member, g, cfg.time_horizon, stack.timers)
+            pieces = cfg.buffer_assembly == "pieces"
+            collectors.append(PieceCollector(own, member, cfg) if pieces else own)
         episodes, agents = [c.episodes for c in collectors], {c.num_agents for c in collectors}
     if len(agents) != 1:
         raise ValueError(AGENT_COUNTS)
@@ -260,18 +263,6 @@ def make_optimizer(policy: PolicyStack, cfg: PPOConfig) -> StackOptimizer:
     return StackOptimizer(
         policy.parameters(), cfg.optimizer, cfg.adam_epsilon, [weight, bias], cfg.action_scale
     )
-
-
-def _collector(
-    env: AgentEnvironment,
-    member: PolicyStack,
-    generator: torch.Generator,
-    cfg: PPOConfig,
-    timers: Timers,
-) -> Collecting:
-    """PPO's own collector of one member: fixed buffers, or ML-Agents' pieces."""
-    collector = Collector(env, BEHAVIOR_NAME, member, generator, cfg.time_horizon, timers)
-    return PieceCollector(collector, member, cfg) if cfg.buffer_assembly == "pieces" else collector
 
 
 def _collect(

@@ -84,15 +84,13 @@ def take_in(policy: PolicyStack, rollouts: Buffers, prior: int, apart: bool) -> 
     log-probabilities stay those of the acting policy, as in ML-Agents. `apart`: buffers of
     their own lengths (assembled from pieces), each valued by its member alone.
     """
-    if policy.normalize:
-        assert not apart, "buffers of pieces take their normaliser in piece by piece"
+    if policy.normalize:  # not `apart`: buffers of pieces take it in piece by piece
         obs = torch.stack([r.buffer_rows(r.obs) for r in rollouts]).to(policy.device)  # type: ignore[union-attr]
         policy.update_normalizer(obs, prior)
     if not apart:
         return list(revalued(policy, rollouts))  # type: ignore[arg-type]
     return [
-        None if r is None else revalued(policy.members(slice(i, i + 1)), [r])[0]
-        for i, r in enumerate(rollouts)
+        None if r is None else revalued(policy.member(i), [r])[0] for i, r in enumerate(rollouts)
     ]
 
 

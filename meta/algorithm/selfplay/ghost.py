@@ -1,16 +1,8 @@
 """The ghost's bookkeeping, as ML-Agents' GhostTrainer and GhostController keep it.
 
-One team learns; the other plays a fixed opponent: a snapshot from a window of the learning
-policy's past weights or, with probability play_against_latest_model_ratio, its latest
-weights. Counters follow ML-Agents: snapshots every save_steps and team changes every
-team_change learning-team agent-steps (`step`), a new opponent every swap_steps opponent
-agent-steps (`ghost_step`) and whenever the learning team changes, each when its counter has
-grown by more than the setting since the last time (`>`, as ML-Agents). A team change also
-resets the environment (ML-Agents' GhostController.should_reset): the collector does that.
-ELO moves by ML-Agents' `result - expected` on a 400-point scale (K = 1: one game moves a
-rating by less than a point) after every game of the learning team that ended (not at a
-time-out), and the current opponent's rating moves the other way.
-Everything here goes into the checkpoint, so a resumed run continues exactly.
+Snapshots, opponents, team changes and ELO follow ML-Agents' counters and formulas
+(docs/self-play.md, "The ghost trainer"). Everything here goes into the checkpoint, so a
+resumed run continues exactly.
 """
 
 from __future__ import annotations

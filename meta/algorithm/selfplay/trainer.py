@@ -2,15 +2,9 @@
 
 A game's member of a stack trains with a `GameSession`: its collector steps both teams (`Game`),
 the ghost publishes the member's weights after each update, and the training's statistics gain
-the game's (ELO, win rate, the decisive share).
-
-Both teams' agents act every step, each team in one batched forward pass; only the learning
-team's experience fills the buffer (one row per area). When the learning team changes, the
-environment is reset, as ML-Agents' trainer controller resets it then: every game starts
-again and each row continues with the other team's agent of its area. The old agents'
-unfinished trajectories are cut there and bootstrapped from the value of their last
-observation, as a cut at the time horizon is (ML-Agents drops them; here they stay in the
-buffer); their unfinished episodes are not counted.
+the game's (ELO, win rate, the decisive share). Only the learning team's experience fills the
+buffer, one row per area; at a team change each row continues with the other team's agent of
+its area (docs/self-play.md says what a team change cuts and resets).
 """
 
 from __future__ import annotations
@@ -20,6 +14,7 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
+from envs.tasks.teams import team_of
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import FrozenPolicy
 from meta.algorithm.ppo.rollout import Acting, Agents, Collection, Collector, Timers, id_lookup
@@ -92,8 +87,6 @@ def game_stats(game: Game, elo: float) -> dict[str, float]:
 
 def team_behaviors(env: AgentEnvironment) -> list[str]:
     """The env's behavior names ordered by team id (`Brain?team=0`, `Brain?team=1`)."""
-    from envs.tasks.teams import team_of
-
     teams = {team_of(name): name for name in env.behavior_specs}
     if None in teams or sorted(teams) != [0, 1]:  # type: ignore[type-var]
         raise ValueError(
@@ -104,8 +97,6 @@ def team_behaviors(env: AgentEnvironment) -> list[str]:
 
 def first_team(env: AgentEnvironment) -> int:
     """The team of the first behavior the env registers: ML-Agents' first learning team."""
-    from envs.tasks.teams import team_of
-
     team = team_of(next(iter(env.behavior_specs)))
     return 0 if team is None else team
 
@@ -168,21 +159,19 @@ class Game(Agents):
             c.restarted[0] = True
             self.env.reset()
             steps = [self.env.get_steps(name)[0] for name in self.behaviors]
-            for team, decision in enumerate(steps):
-                if not np.array_equal(decision.agent_id, self.agent_ids[team]):
-                    raise RuntimeError(
-                        "agents changed on reset: every agent must decide every step"
-                    )
+            self._same_agents(steps, "on reset")
             self.obs = np.stack([d.obs[0] for d in steps])
         c.obs[0] = self.obs[self.ghost.learning_team]
 
+    def _same_agents(self, decisions: list, when: str) -> None:
+        """RuntimeError unless each team's deciding agents are those it had."""
+        for team, decision in enumerate(decisions):
+            if not np.array_equal(decision.agent_id, self.agent_ids[team]):
+                raise RuntimeError(f"agents changed {when}: every agent must decide every step")
+
     def _record(self, c: Collection, t: int, learner: int, steps: list) -> None:
         """One step's rewards, ends and cuts of the learning team, and its games' results."""
-        for team, (decision, _) in enumerate(steps):
-            if not np.array_equal(decision.agent_id, self.agent_ids[team]):
-                raise RuntimeError(
-                    "agents changed between steps: every agent must decide every step"
-                )
+        self._same_agents([decision for decision, _ in steps], "between steps")
         decision, terminal = steps[learner]
         c.record(0, t, decision, terminal, self.indexes[learner])
         n = len(self.first)
