@@ -118,6 +118,8 @@ FIRST_CASE_QUICK = frozenset(
         "test_bad_curricula_fail_before_anything_is_written",
         "test_another_network_is_refused_in_one_line_before_anything_is_written",
         "test_games_and_settings_fomaml_cannot_honour_are_refused",
+        "test_a_group_that_cannot_run_is_refused_in_one_line_writing_nothing",
+        "test_bad_runtime_keys_are_one_line_exit_2_and_write_nothing",
         # the manual's commands, page by page (README.md's in the quick loop)
         "test_every_command_of_the_manual_composes",
         # trainings, one per option or algorithm

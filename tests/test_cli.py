@@ -14,7 +14,6 @@ import shlex
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ from processes import signal_within, wait_until
 from meta.run.faults import FAULT_ENV
 from meta.run.names import SAFE
 
-MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
 TINY = ["experiment=tiny", "logger=quiet"]
 
 
@@ -128,11 +126,16 @@ def test_piped_output_is_plain_lines_without_a_bar(tmp_path: Path) -> None:
     assert lines[-1].startswith("meta-train: done. Results in ")
 
 
-@pytest.mark.slow
-@pytest.mark.integration
-def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path, meta_train: MetaTrain) -> None:
-    done = meta_train(
-        "--multirun", "seed=0,1", "meta.outer_lr=0.1,1.0", *TINY, "meta.steps=1", cwd=tmp_path
+@pytest.mark.heavy  # four runs of a meta-step, in-process (Hydra's basic launcher)
+def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path) -> None:
+    done = run_main(
+        "meta-train",
+        "--multirun",
+        "seed=0,1",
+        "meta.outer_lr=0.1,1.0",
+        *TINY,
+        "meta.steps=1",
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     runs = sorted(
@@ -149,7 +152,6 @@ def test_multirun_jobs_get_distinct_run_ids(tmp_path: Path, meta_train: MetaTrai
 @pytest.mark.integration
 def test_ctrl_c_leaves_the_last_completed_meta_step_and_says_how_to_resume(
     tmp_path: Path,
-    meta_train: MetaTrain,
 ) -> None:
     args = [sys.executable, "-m", "meta", *TINY, "meta.steps=200", "run_id=stop"]
     # sent once meta-step 0 is committed; the process waits at meta-step 2 for it
@@ -166,7 +168,7 @@ def test_ctrl_c_leaves_the_last_completed_meta_step_and_says_how_to_resume(
     command = shlex.split(err.split("Resume with: ")[1])
     assert command[:3] == ["meta-train", "run_id=stop", "resume=true"], command
     # as printed, with one change the README allows: two more meta-steps instead of 200
-    resumed = meta_train(*command[1:], f"meta.steps={done + 2}", cwd=tmp_path)
+    resumed = run_main("meta-train", *command[1:], f"meta.steps={done + 2}", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     history = json.loads(
         (tmp_path / "results/stop/run_logs/configuration_history.json").read_text()

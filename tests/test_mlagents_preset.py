@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from commandline import run_main
 
 from meta.algorithm.ppo.policy import make_policy
 from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import LOG_SIGMA, POLICY, to_mlagents
 from meta.run.faults import FAULT_ENV
-
-pytestmark = pytest.mark.integration  # meta-train runs as a process
 
 PRESET = ["experiment=tiny", "logger=quiet", "meta=single", "ppo=mlagents", "meta.steps=3"]
 
@@ -33,12 +32,13 @@ def _meta_train(cwd: Path, *args: str, fault: str = "") -> subprocess.CompletedP
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.integration  # a meta-train process killed at a fault point
 def test_the_preset_trains_exports_and_resumes_bitwise(tmp_path: Path) -> None:
-    whole = _meta_train(tmp_path, *PRESET, "run_id=whole")
+    whole = run_main("meta-train", *PRESET, "run_id=whole", cwd=tmp_path)
     assert whole.returncode == 0, whole.stderr
     killed = _meta_train(tmp_path, *PRESET, "run_id=cut", fault="after_writers@1")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    resumed = _meta_train(tmp_path, "run_id=cut", "resume=true")
+    resumed = run_main("meta-train", "run_id=cut", "resume=true", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     results = tmp_path / "results"
     theta, again = _theta(results / "whole"), _theta(results / "cut")

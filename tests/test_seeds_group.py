@@ -13,18 +13,15 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from commandline import run_main
 
 from meta.run.faults import FAULT_ENV
 
-pytestmark = pytest.mark.integration  # meta-train runs as a process
-
-MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
 TINY = ["experiment=tiny", "logger=quiet", "meta.steps=3"]
 PAIRED = [*TINY, "meta.meta_batch_size=2"]
 """Two trainings per meta-step: each run stacks them alone as well."""
@@ -59,19 +56,17 @@ def _faulted(cwd: Path, fault: str, *args: str) -> subprocess.CompletedProcess[s
 def group(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """results/ of the uninterrupted group of seeds 0 and 1."""
     cwd = tmp_path_factory.mktemp("group")
-    done = subprocess.run(
-        [sys.executable, "-m", "meta", *GROUP], cwd=cwd, capture_output=True, text=True
-    )
+    done = run_main("meta-train", *GROUP, cwd=cwd)
     assert done.returncode == 0, done.stderr
     return cwd / "results"
 
 
-def test_each_run_of_a_group_is_its_seed_alone_bitwise(
-    group: Path, tmp_path: Path, meta_train: MetaTrain
-) -> None:
+@pytest.mark.heavy  # three runs of three meta-steps, in-process
+@pytest.mark.xdist_group("seeds_group")  # the group's one run
+def test_each_run_of_a_group_is_its_seed_alone_bitwise(group: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in group.iterdir()) == IDS
     for seed, run_id in enumerate(IDS):
-        done = meta_train(*PAIRED, f"seed={seed}", cwd=tmp_path)
+        done = run_main("meta-train", *PAIRED, f"seed={seed}", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         alone, together = tmp_path / "results" / run_id, group / run_id
         assert (alone / "Brain.pt").read_bytes() == (together / "Brain.pt").read_bytes()
@@ -93,12 +88,11 @@ def test_each_run_of_a_group_is_its_seed_alone_bitwise(
         )
 
 
-def test_one_training_per_meta_step_agrees_with_alone_to_rounding(
-    tmp_path: Path, meta_train: MetaTrain
-) -> None:
-    together = meta_train(*TINY, "seeds=[3,4]", "run_id=g", cwd=tmp_path)
+@pytest.mark.heavy  # two runs of three meta-steps, in-process
+def test_one_training_per_meta_step_agrees_with_alone_to_rounding(tmp_path: Path) -> None:
+    together = run_main("meta-train", *TINY, "seeds=[3,4]", "run_id=g", cwd=tmp_path)
     assert together.returncode == 0, together.stderr
-    alone = meta_train(*TINY, "seed=4", "run_id=a", cwd=tmp_path)
+    alone = run_main("meta-train", *TINY, "seed=4", "run_id=a", cwd=tmp_path)
     assert alone.returncode == 0, alone.stderr
     results = tmp_path / "results"
     assert sorted(p.name for p in results.iterdir() if not p.name.startswith(".")) == [
@@ -123,16 +117,18 @@ def test_one_training_per_meta_step_agrees_with_alone_to_rounding(
     ],
 )
 def test_a_group_that_cannot_run_is_refused_in_one_line_writing_nothing(
-    args: list[str], message: str, tmp_path: Path, meta_train: MetaTrain
+    args: list[str], message: str, tmp_path: Path
 ) -> None:
-    refused = meta_train(*TINY, *args, cwd=tmp_path)
+    refused = run_main("meta-train", *TINY, *args, cwd=tmp_path)
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1 and message in refused.stderr, refused.stderr
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.integration  # meta-train runs as a process, stopped by a real signal
+@pytest.mark.xdist_group("seeds_group")  # the group's one run
 def test_an_interrupted_group_resumes_alone_or_together_to_the_same_runs(
-    group: Path, tmp_path: Path, meta_train: MetaTrain
+    group: Path, tmp_path: Path
 ) -> None:
     # SIGINT while seed 0 commits meta-step 1: seed 1 commits it too before the group stops
     stopped = _faulted(tmp_path, "before_commit@1:SIGINT", *GROUP)
@@ -140,9 +136,10 @@ def test_an_interrupted_group_resumes_alone_or_together_to_the_same_runs(
     assert stopped.stderr.count("\n") == 1 and "hold meta-steps 0..1" in stopped.stderr
     resume = shlex.split(stopped.stderr.split("Resume with: ")[1])
     assert resume[0] == "meta-train" and "resume=true" in resume
-    alone = meta_train(*PAIRED, "seed=0", "resume=true", cwd=tmp_path)  # one run on its own
+    # one run on its own, then the rest as the group
+    alone = run_main("meta-train", *PAIRED, "seed=0", "resume=true", cwd=tmp_path)
     assert alone.returncode == 0, alone.stderr
-    together = meta_train(*resume[1:], cwd=tmp_path)  # the rest as the group
+    together = run_main("meta-train", *resume[1:], cwd=tmp_path)
     assert together.returncode == 0, together.stderr
     for run_id in IDS:
         ours, reference = tmp_path / "results" / run_id, group / run_id
@@ -153,23 +150,22 @@ def test_an_interrupted_group_resumes_alone_or_together_to_the_same_runs(
 JOINT = [*TINY, "meta.algorithm=joint", "run_id=j"]
 
 
-def test_a_group_of_joint_runs_stacks_its_chunks_and_resumes_bitwise(
-    tmp_path: Path, meta_train: MetaTrain
-) -> None:
+@pytest.mark.integration  # meta-train runs as a process, stopped by a real signal
+def test_a_group_of_joint_runs_stacks_its_chunks_and_resumes_bitwise(tmp_path: Path) -> None:
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     whole.mkdir()
     cut.mkdir()
-    done = meta_train(*JOINT, "seeds=[0,1]", cwd=whole)
+    done = run_main("meta-train", *JOINT, "seeds=[0,1]", cwd=whole)
     assert done.returncode == 0, done.stderr
     stopped = _faulted(cut, "before_commit@1:SIGINT", *JOINT, "seeds=[0,1]")
     assert stopped.returncode == 130, stopped.stderr
-    resumed = meta_train(*JOINT, "seeds=[0,1]", "resume=true", cwd=cut)
+    resumed = run_main("meta-train", *JOINT, "seeds=[0,1]", "resume=true", cwd=cut)
     assert resumed.returncode == 0, resumed.stderr
     for seed in (0, 1):
         ours, reference = cut / "results" / f"j-seed_{seed}", whole / "results" / f"j-seed_{seed}"
         assert (ours / "Brain.pt").read_bytes() == (reference / "Brain.pt").read_bytes()
         assert _rows(ours) == _rows(reference)
-    alone = meta_train(*JOINT, "seed=1", "run_id=a", cwd=whole)  # its chunks unstacked
+    alone = run_main("meta-train", *JOINT, "seed=1", "run_id=a", cwd=whole)  # its chunks unstacked
     assert alone.returncode == 0, alone.stderr
     a, g = _theta(whole / "results" / "a"), _theta(whole / "results" / "j-seed_1")
     delta = max(float((a[k] - g[k]).abs().max()) for k in a)

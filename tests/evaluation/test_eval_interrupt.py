@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from commandline import run_main
 from tinyconfig import TINY, TINY_EVAL, TINY_MEASURE
 
 from meta.run.faults import FAULT_ENV
 
-pytestmark = [
-    pytest.mark.integration,  # meta-eval runs as a process
-    pytest.mark.xdist_group("eval_interrupt"),  # one worker: the trained runs and references once
-]
+pytestmark = pytest.mark.integration  # meta-eval runs as a process
+SHARED = pytest.mark.xdist_group("eval_interrupt")
+"""One worker for the tests of the trained runs: the runs and the references are made once."""
 
 EVAL = ["run_id=s-seed_0", "eval.run_ids=[s-seed_0,s-seed_1]", *TINY_MEASURE]
 """meta-eval of two Reptile runs; the pretrainings are what is stopped, the starts not adapted."""
@@ -33,7 +33,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("trained")
     for run, extra in (("s", []), ("j", ["meta=joint"])):
         args = [*TINY, *extra, "meta.steps=3", "seeds=[0,1]", f"run_id={run}"]
-        done = _run("train_main", args, where)
+        done = run_main("meta-train", *args, cwd=where)  # no process needed to train them
         assert done.returncode == 0, done.stderr
     return where / "results"
 
@@ -82,7 +82,7 @@ def uninterrupted(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Pr
         if key not in made:
             cwd = tmp_path_factory.mktemp("whole")
             shutil.copytree(trained, cwd / "results")
-            whole = _run("eval_main", [*key, "eval.out_dir=whole"], cwd)
+            whole = run_main("meta-eval", *key, "eval.out_dir=whole", cwd=cwd)
             assert whole.returncode == 0, whole.stderr
             made[key] = [(j / "Brain.pt").read_bytes() for j in _joints(cwd)]
         return made[key]
@@ -92,12 +92,13 @@ def uninterrupted(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> Pr
 
 def _goes_on_bitwise(args: list[str], cwd: Path, uninterrupted: Pretrained) -> None:
     """Run again, the pretrainings end as when trained from nothing in one go."""
-    again = _run("eval_main", [*args, "eval.out_dir=cut"], cwd)
+    again = run_main("meta-eval", *args, "eval.out_dir=cut", cwd=cwd)
     assert again.returncode == 0, again.stderr
     resumed = [(j / "Brain.pt").read_bytes() for j in _joints(cwd)]
     assert resumed == uninterrupted(args)
 
 
+@SHARED
 @pytest.mark.parametrize(
     "fault",
     ["inner_training@0:SIGINT", "before_commit@1:SIGINT"],
@@ -120,6 +121,7 @@ def test_an_interrupted_joint_pretraining_says_so_in_one_line_and_goes_on(
     _goes_on_bitwise(args, tmp_path, uninterrupted)
 
 
+@SHARED
 @pytest.mark.parametrize(
     ("fault", "code", "reason", "held"),
     [
@@ -155,7 +157,7 @@ def test_meta_eval_interrupted_alone_stops_its_workers_pretrainings(tmp_path: Pa
     # and stop their pretrainings, rather than meta-eval waiting for them to finish
     steps = 60  # seconds of pretraining: the signal comes well before its end
     train = [*TINY, f"meta.steps={steps}", "seeds=[0,1]", "run_id=L"]
-    trained = _run("train_main", train, tmp_path)
+    trained = run_main("meta-train", *train, cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr
     args = ["run_id=L-seed_0", "eval.run_ids=[L-seed_0,L-seed_1]", *TINY_EVAL, "eval.workers=2"]
     command, env = _command("eval_main", [*args, "eval.out_dir=cut"])
@@ -184,6 +186,7 @@ def _workers(pid: int) -> list[int]:
     return [int(c) for c, line in lines.items() if b"spawn_main(" in line]
 
 
+@SHARED
 @pytest.mark.parametrize(
     ("target", "sent", "code", "line"),
     [

@@ -14,7 +14,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,8 +26,6 @@ from meta.evaluation.objective import objective_value
 from meta.evaluation.statistics import Measurement, iqm
 
 optuna = pytest.importorskip("optuna")
-
-MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def measured(success: dict[tuple[str, int, int, int], float]) -> list[Measurement]:
@@ -105,14 +102,12 @@ def test_a_search_that_would_not_train_on_its_objective_stops_before_training(
 
 
 @pytest.mark.slow
-@pytest.mark.integration  # meta-train processes
-def test_a_real_search_returns_its_objective_and_reads_as_a_sweep(
-    meta_train: MetaTrain, tmp_path: Path
-) -> None:
+@pytest.mark.integration  # meta-eval's worker processes, and meta-report's console script
+def test_a_real_search_returns_its_objective_and_reads_as_a_sweep(tmp_path: Path) -> None:
     results = tmp_path / "search"
     trials = ["hydra.sweeper.n_trials=2", "meta.steps=2", f"results_dir={results}"]
     # each trial's adaptations in two worker processes: the objective as a study computes it
-    done = meta_train(*TINY_SEARCH, *trials, "eval.workers=2", cwd=tmp_path)
+    done = run_main("meta-train", *TINY_SEARCH, *trials, "eval.workers=2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     best = yaml.safe_load((results / "optimization_results.yaml").read_text())
     assert set(best["best_params"]) == {"meta.outer_lr", "ppo.max_steps", "meta.meta_batch_size"}
@@ -151,9 +146,9 @@ def trial_states(results: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.integration  # meta-train processes and a real signal
+@pytest.mark.integration  # a meta-train process and a real signal
 def test_an_interrupted_search_fails_its_trial_and_the_same_command_continues_it(
-    meta_train: MetaTrain, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     results = tmp_path / "search"
     command = [*TINY_SEARCH, "hydra.sweeper.n_trials=4", "meta.steps=2"]
@@ -175,7 +170,7 @@ def test_an_interrupted_search_fails_its_trial_and_the_same_command_continues_it
     assert search.wait(timeout=300) == 143, "".join(lines)
     assert "marked failed in study reptile_optuna" in lines[-1]
     assert trial_states(results) == ["COMPLETE", "COMPLETE", "FAIL"]
-    done = meta_train(*command, cwd=tmp_path)
+    done = run_main("meta-train", *command, cwd=tmp_path)  # continued in-process
     assert done.returncode == 0, done.stderr
     assert "2 of 4 trials finished (3 in all)" in done.stdout
     assert trial_states(results) == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
