@@ -12,14 +12,17 @@ sweeps' meta_steps.csv agree but for wall times. It prints figures and asserts n
 
 `--search` runs `--trials` (16) trials of the committed `hparams_search=reptile_optuna` space
 on `experiment=hidden_goal`, shrunk to minutes (SHRUNK): `--steps` meta-steps a trial (8),
-`ppo.max_steps` in {1024, 2048, 4096} with `ppo.buffer_size=1024 ppo.batch_size=256` (for the
-space's {2048, 4096, 8192} over buffers of 2048), and an objective measured on one task after
+with `--budget small` `ppo.max_steps` in {1024, 2048, 4096} with `ppo.buffer_size=1024
+ppo.batch_size=256` (`--budget committed`: the space's {2048, 4096, 8192} over buffers of
+2048), and an objective measured on one task after
 one adaptation update (`eval.budgets=[0,1] eval.tasks_per_family=1 ...`). Each search is run
 twice per `network.hidden_units` (`--units`, 64 and 128), each into a fresh results_dir: all
-trials asked at once (`hydra.sweeper.n_jobs=<trials>`) and trained as one group in one process
-(`torch_threads=2`: both cores), then the same trials on the joblib launcher, `--jobs` processes
-at a time (`hydra/launcher=joblib hydra.launcher.n_jobs=2`). It prints the wall times, their
-ratio and the load averages, and whether both searches made the same runs.
+trials asked at once (`hydra.sweeper.n_jobs=<trials>`) and trained as one group, each
+meta-step's stacks shared out to `--jobs` worker processes (`runtime.workers=2`), then the
+same trials on the joblib launcher, `--jobs` processes
+at a time (`hydra/launcher=joblib hydra.launcher.n_jobs=2`). It prints the wall times to each
+command's exit and to its search's last write (`optimization_results.yaml`: joblib's workers
+may outlive the search), their ratios and the load averages, and whether both made the same runs.
 
     python experiments/sweep_bench.py --search                     # the measurement
     python experiments/sweep_bench.py --search --trials 4 --steps 2 --units 64   # a quick look
@@ -73,11 +76,15 @@ def same_rows(a: Path, b: Path) -> bool:
 
 SHRUNK = [
     *("-m", "hparams_search=reptile_optuna", "experiment=hidden_goal", "logger=quiet"),
-    *("ppo.buffer_size=1024", "ppo.batch_size=256", "ppo.max_steps=choice(1024,2048,4096)"),
     *("eval.budgets=[0,1]", "eval.tasks_per_family=1", "eval.seeds=2", "eval.buffer_size=256"),
     *("eval.eval_episodes=8", "optimized_metric=success_iqm@1"),
 ]
 """The committed search's space and objective, shrunk to minutes (see the docstring)."""
+BUDGETS = {
+    "small": ["ppo.buffer_size=1024", "ppo.batch_size=256", "ppo.max_steps=choice(1024,2048,4096)"],
+    "committed": [],
+}
+"""`--budget`: the inner trainings of the committed space at half size, or as committed."""
 
 
 def runs(folder: Path) -> list[str]:
@@ -86,24 +93,30 @@ def runs(folder: Path) -> list[str]:
 
 
 def search(args: argparse.Namespace) -> None:
-    """Each width's search as one group and on the joblib launcher; wall times and ratio."""
+    """Each width's search as one group and on the joblib launcher: wall times to the exit and
+    to the search's last write (optimization_results.yaml), and their ratios."""
     trials = [f"hydra.sweeper.n_trials={args.trials}", f"hydra.sweeper.n_jobs={args.trials}"]
-    base = [sys.executable, "-m", "meta", *SHRUNK, *trials, f"meta.steps={args.steps}"]
+    base = [sys.executable, "-m", "meta", *SHRUNK, *BUDGETS[args.budget], *trials]
+    base.append(f"meta.steps={args.steps}")
     joblib = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
     print(f"search: {' '.join(base[3:])} {' '.join(args.overrides)}")
     with tempfile.TemporaryDirectory() as tmp:
         for units in args.units:
             out = {name: Path(tmp) / f"{name}_{units}" for name in ("group", "joblib")}
             command = [*base, f"network.hidden_units={units}", *args.overrides]
-            group = timed(
-                [*command, "torch_threads=2", f"results_dir={out['group']}"],
-                f"{units} units, {args.trials} trials as one group",
-            )
-            apart = timed(
-                [*command, *joblib, f"results_dir={out['joblib']}"],
-                f"{units} units, {args.trials} trials on joblib, {args.jobs} at a time",
-            )
-            print(f"{units} units: joblib / group = {apart / group:.2f}x")
+            walls, written = {}, {}
+            for name, extra, label in (
+                ("group", [f"runtime.workers={args.jobs}"], f"{args.trials} trials as one group"),
+                ("joblib", joblib, f"{args.trials} trials on joblib, {args.jobs} at a time"),
+            ):
+                started = time.time()
+                walls[name] = timed(
+                    [*command, *extra, f"results_dir={out[name]}"], f"{units} units, {label}"
+                )
+                written[name] = (out[name] / "optimization_results.yaml").stat().st_mtime - started
+                print(f"{units} units, {name}: the search's last write after {written[name]:.1f} s")
+            exits, writes = walls["joblib"] / walls["group"], written["joblib"] / written["group"]
+            print(f"{units} units: joblib / group = {exits:.2f}x to the exit, {writes:.2f}x to it")
             print(f"{units} units: the same runs: {runs(out['group']) == runs(out['joblib'])}")
 
 
@@ -116,6 +129,9 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=16, help="--search: trials (16)")
     p.add_argument(
         "--units", type=int, nargs="+", default=[64, 128], help="--search: hidden units (64 128)"
+    )
+    p.add_argument(
+        "--budget", choices=sorted(BUDGETS), default="small", help="--search: inner budgets (small)"
     )
     p.add_argument("overrides", nargs="*", help="more meta-train overrides")
     args = p.parse_args()

@@ -22,6 +22,9 @@ class RuntimeConfig:
     backend: str = "local"
     """`local` (this process) or `ray` (Ray actors, side by side); either trains the jobs that
     share their settings as stacks (meta.runtime.stacks)."""
+    workers: int = 1
+    """local: worker processes a meta-step's stacks are shared out to, each taking a share of
+    every stack (never one member of several alone: the same bits as in this process)."""
     address: str | None = None
     """ray: null starts a local Ray cluster; `auto` joins the running one; or `host:port`."""
     num_actors: int = 2
@@ -44,6 +47,11 @@ class RuntimeConfig:
             raise ValueError(message)
         if self.backend not in RUNTIMES:
             raise ValueError(f"runtime.backend: unknown {self.backend!r} (use one of {RUNTIMES})")
+        positive("runtime.workers", self.workers)
+        if self.workers > 1 and self.backend == "ray":
+            raise ValueError(
+                "runtime.workers is for runtime=local; on Ray, runtime.num_actors says how many"
+            )
         if self.num_actors < 1:
             raise ValueError(f"runtime.num_actors must be >= 1, got {self.num_actors}")
         if self.compile:

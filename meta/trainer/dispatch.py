@@ -58,8 +58,9 @@ class InnerTrainings:
     def start_executor(self) -> Executor:
         """Where the requests run, started on the first call (Ray's actors with the first step)."""
         if self._executor is None:
+            runtime = self.cfg.runtime
             self._executor = make_executor(
-                self.cfg.runtime, self.cfg.env, pool=self.plan.pool, timers=self.timers
+                runtime, self.cfg.env, runtime.workers, self.plan.pool, self.timers
             )
             if self.cfg.runtime.backend == "ray":
                 self.plan.pool.close()  # the actors own the environments; drop the driver's builds

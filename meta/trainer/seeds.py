@@ -89,7 +89,8 @@ class RunGroup:
         one that committed it."""
         first = trainers[0]
         timers = _EveryTimers(t.timers for t in trainers)
-        if first.cfg.runtime.backend == "ray":  # the first run's actors (the cluster is shared)
+        runtime = first.cfg.runtime
+        if runtime.backend == "ray" or runtime.workers > 1:  # the first run's actors or workers
             executor = first.inner.start_executor()
         else:
             executor = LocalExecutor(first.plan.pool, timers, first.cfg.runtime.compile)

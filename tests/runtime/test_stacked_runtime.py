@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -159,3 +160,26 @@ def _stackable_requests() -> list[TrainRequest]:
     theta = cpu_weights(policy_for(pool.env("FindTarget", {}, 0), network, seed=5))
     task = Task("FindTarget", {})
     return [TrainRequest((task,), theta, 40 + i, ppo, network) for i in range(3)]
+
+
+@pytest.mark.heavy
+def test_a_meta_step_shared_out_to_worker_processes_gives_the_in_process_theta_bitwise(
+    tiny_config: Callable[..., Config],
+) -> None:
+    from meta.trainer import train
+
+    def theta(*overrides: str) -> dict[str, torch.Tensor]:
+        cfg = tiny_config("meta.steps=2", "meta.meta_batch_size=4", *overrides)
+        run_dir = train(cfg, "workers_" + "_".join(o.replace(".", "_") for o in overrides))
+        return _theta(run_dir)
+
+    here, shared = theta("runtime.workers=1"), theta("runtime.workers=2")
+    assert here.keys() == shared.keys()
+    assert all(torch.equal(here[k], shared[k]) for k in here)
+
+
+def test_workers_on_ray_are_refused_naming_the_actors() -> None:
+    with pytest.raises(ValueError, match=r"runtime.workers is for runtime=local.*num_actors"):
+        RuntimeConfig(backend="ray", workers=2).validate()
+    with pytest.raises(ValueError, match=re.escape("runtime.workers must be > 0")):
+        RuntimeConfig(workers=0).validate()
