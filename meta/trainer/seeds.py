@@ -93,7 +93,7 @@ class RunGroup:
         if runtime.backend == "ray" or runtime.workers > 1:  # the first run's actors or workers
             executor = first.inner.start_executor()
         else:
-            executor = LocalExecutor(first.plan.pool, timers, first.cfg.runtime.compile)
+            executor = LocalExecutor(first.plan.pool, timers, runtime.compile)
         crashed = partial(first.inner.crashed, first.meta_step)
         with ExitStack() as scopes:
             for trainer in trainers:
