@@ -13,11 +13,18 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from meta import retired
-from meta.config import Config
+from meta.config import Config, retired
+from meta.config.runtime import check_matmul_precision
 from meta.errors import one_line
 from meta.overrides import MULTIRUN_SEEDS, group_starts, run_id_of, run_start, set_torch
-from meta.run.interrupt import Terminated, raise_on_signals
+from meta.process.signals import (
+    BEFORE_START,
+    Terminated,
+    exit_at_once,
+    exit_code,
+    forget_interrupt,
+    raise_on_signals,
+)
 from meta.run.names import (
     DEFAULT_RESULTS_DIR,
     command,
@@ -25,8 +32,6 @@ from meta.run.names import (
     override_key,
     run_command,
 )
-from meta.run.signals import BEFORE_START, exit_at_once, exit_code, forget_interrupt
-from meta.runtime.config import check_matmul_precision
 from meta.usage import HELP_FLAGS, did_you_mean, eval_argv, wrapped_help
 
 if TYPE_CHECKING:
@@ -136,8 +141,8 @@ def evaluate_command(config: Config, run_id: str, results_dir: str) -> str:
 
 def _report_objective(config: Config, run_dir: Path) -> float | None:
     """What a search (hparams_search) optimises, measured on the run and printed; None: none."""
-    from meta.evaluation.metric import OBJECTIVE_FILE, describe
-    from meta.evaluation.objective import measure_objective
+    from meta.config.metric import describe
+    from meta.evaluation.objective import OBJECTIVE_FILE, measure_objective
 
     value = measure_objective(config, run_dir)
     if value is not None:

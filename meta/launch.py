@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from meta.run.signals import BEFORE_START, exit_at_once
+from meta.process.signals import BEFORE_START, exit_at_once
 
 
 def train() -> None:

@@ -18,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from meta.algorithm.registry import validate
 from meta.config import Config
+from meta.config.runtime import check_seeds
 from meta.run.names import check_name, derived_run_id, override_key, seed_overrides
-from meta.runtime.config import check_seeds
 
 if TYPE_CHECKING:
     from meta.trainer.session import Start
@@ -128,7 +128,7 @@ def in_force(
     (`overrides`: what the command line set, Hydra's task overrides by default)."""
     if not cfg.resume:
         return cfg, {}
-    from meta.retired import upgraded
+    from meta.config.retired import upgraded
     from meta.run.configuration import reconcile
     from meta.run.directory import CONFIG_FILE
 
@@ -167,7 +167,7 @@ def set_torch(config: Config) -> None:
     starts (which take the precision it has when they start)."""
     import torch
 
-    from meta.runtime.threads import set_matmul_precision
+    from meta.process.compute import set_matmul_precision
 
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)

@@ -22,8 +22,8 @@ from typing import NoReturn
 from unittest import mock
 
 from meta import cli
-from meta.run.faults import FAULT_ENV
-from meta.run.signals import HELD
+from meta.process.faults import FAULT_ENV
+from meta.process.signals import HELD
 
 MAINS: dict[str, Callable[[], None]] = {"meta-train": cli.train_main, "meta-eval": cli.eval_main}
 

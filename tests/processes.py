@@ -3,7 +3,7 @@
 The instants a test acts at are events of the process: its SIGTERM handler showing in
 /proc/<pid>/status (its first instruction has run), a file it writes, a line it prints, or a
 fault point where `META_HARNESS_FAULT=<point>@<meta_step>:SIGSTOP` makes it stop itself
-(`meta.run.faults` sends the named signal; SIGSTOP holds the process there until SIGCONT).
+(`meta.process.faults` sends the named signal; SIGSTOP holds the process there until SIGCONT).
 A delay is drawn as a fraction of the life of the same command measured on this machine, and
 the stop at a fault point bounds it: the signal lands inside the phase under test whether the
 machine is fast or loaded.

@@ -20,7 +20,7 @@ import pytest
 from commandline import run_main
 from processes import signal_within, wait_until
 
-from meta.run.faults import FAULT_ENV
+from meta.process.faults import FAULT_ENV
 from meta.run.names import SAFE
 
 TINY = ["experiment=tiny", "logger=quiet"]

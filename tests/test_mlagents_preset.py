@@ -16,7 +16,7 @@ from commandline import run_main
 from meta.algorithm.ppo.policy import make_policy
 from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import LOG_SIGMA, POLICY, to_mlagents
-from meta.run.faults import FAULT_ENV
+from meta.process.faults import FAULT_ENV
 
 PRESET = ["experiment=tiny", "logger=quiet", "meta=single", "ppo=mlagents", "meta.steps=3"]
 

@@ -20,7 +20,7 @@ import torch
 import yaml
 from commandline import run_main
 
-from meta.run.faults import FAULT_ENV
+from meta.process.faults import FAULT_ENV
 
 TINY = ["experiment=tiny", "logger=quiet", "meta.steps=3"]
 PAIRED = [*TINY, "meta.meta_batch_size=2"]

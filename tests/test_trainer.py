@@ -17,9 +17,9 @@ from meta.algorithm import reptile
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.training import train as train_request
 from meta.config import Config
+from meta.process.lock import RunLock
 from meta.run.checkpoints import load_checkpoint
 from meta.run.directory import RunError
-from meta.run.lock import RunLock
 from meta.run.status import StatusError
 from meta.trainer import MetaTrainer, Stopped, plan_training, train
 

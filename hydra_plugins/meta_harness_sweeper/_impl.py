@@ -30,8 +30,8 @@ from optuna.trial import Trial, TrialState
 
 from meta.cli import CONFIG_DIR, fail
 from meta.errors import first_line, one_line
-from meta.run.atomic import atomic_write_text
-from meta.run.signals import close_on_exit, exit_at_once
+from meta.process.atomic import atomic_write_text
+from meta.process.signals import close_on_exit, exit_at_once
 from meta.study import directions_of, open_storage, rdb_storage, shown
 from meta.usage import config_keys, did_you_mean
 

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from meta.cli import fail, trained
 from meta.overrides import run_id_of, run_start, set_torch
-from meta.run.signals import BEFORE_START, exit_at_once
+from meta.process.signals import BEFORE_START, exit_at_once
 
 if TYPE_CHECKING:
     from meta.trainer import session

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-RESETS = ("value_head", "critic", "policy_head", "normalizer")
-"""`value_head`: the critic's last layer; `critic`: the whole critic network (the actor is
-separate, so this is a fresh value function under the pretrained policy); `policy_head`: the
-actor's last layer (the action mean) and the action log std; `normalizer`: the observation
-statistics (re-estimated from the new task's first buffer)."""
+from meta.config.evaluation import RESETS
 
 
 def _last_layer(keys: Sequence[str], body: str) -> list[str]:

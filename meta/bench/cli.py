@@ -31,10 +31,10 @@ from meta.bench import scaling as bench_scaling
 from meta.bench.sb3 import Outcome, Settings, missing_extra, train_ours, train_sb3
 from meta.config import CheckpointConfig
 from meta.config.ppo import PPOConfig
+from meta.config.runtime import MATMUL_PRECISIONS
 from meta.observe.machine import cpu_blocks, cpu_kind, cpu_model
-from meta.run.atomic import atomic_write_text
-from meta.runtime.config import MATMUL_PRECISIONS
-from meta.runtime.threads import matmul_precision, torch_threads
+from meta.process.atomic import atomic_write_text
+from meta.process.compute import matmul_precision, torch_threads
 
 WARMUP_STEPS = 10_240
 DOCS_PAGE = "docs/reference/benchmarks.md"

@@ -29,7 +29,7 @@ from meta.algorithm.ppo.train import make_optimizer
 from meta.algorithm.ppo.update import ppo_update
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.config.ppo import NetworkConfig, PPOConfig
-from meta.runtime.threads import torch_threads
+from meta.process.compute import torch_threads
 
 Layer = tuple[int, int]
 

@@ -18,7 +18,7 @@ import torch
 from meta.bench import limit as bench_limit
 from meta.bench.sb3 import Settings, train_ours
 from meta.config.ppo import NetworkConfig, PPOConfig
-from meta.runtime.threads import torch_threads
+from meta.process.compute import torch_threads
 
 AREAS = (16, 64, 256, 1024)
 HIDDEN_UNITS = (64, 128, 256, 512)

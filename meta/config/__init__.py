@@ -8,10 +8,10 @@ from typing import Any
 
 import envs
 from envs.constants import SPLITS
+from meta.config.evaluation import EvalConfig
+from meta.config.metric import check_objective
 from meta.config.ppo import NetworkConfig, PPOConfig, check_normalizer, positive
-from meta.evaluation.config import EvalConfig
-from meta.evaluation.metric import check_objective
-from meta.runtime.config import RuntimeConfig, check_matmul_precision, check_seeds
+from meta.config.runtime import RuntimeConfig, check_matmul_precision, check_seeds
 
 INNER_OPTIMIZERS = ("fresh", "carry")
 BACKENDS = ("native", "unity")
@@ -227,7 +227,7 @@ class Config:
     """ML-Agents `environment_parameters`: constants, samplers and curricula."""
     optimized_metric: str | None = None
     """What the run returns to a search (`hparams_search`): measured after training on tasks
-    of the training distribution, e.g. `success_iqm@4`; null: nothing (meta.evaluation.metric)."""
+    of the training distribution, e.g. `success_iqm@4`; null: nothing (meta.config.metric)."""
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""

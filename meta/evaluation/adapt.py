@@ -15,7 +15,7 @@ from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
-from meta.evaluation.config import Procedure
+from meta.config.evaluation import Procedure
 from meta.evaluation.episodes import (
     policy_actor,
     run_episodes,

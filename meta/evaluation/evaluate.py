@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from meta.algorithm.ppo.weights import Weights
+from meta.config.evaluation import EvalConfig, Procedure
 from meta.evaluation.adapt import AdaptJob, adaptations
-from meta.evaluation.config import EvalConfig, Procedure
 from meta.evaluation.outputs import write_outputs
 from meta.evaluation.plan import EVAL_DIR, EvalPlan, plan_eval
 from meta.evaluation.pretraining import joint_weights
@@ -38,7 +38,7 @@ from meta.evaluation.progress import (
 from meta.evaluation.runs import JOINT_RUN, JointBaseline
 from meta.evaluation.selection import SelectionRow, chosen, select
 from meta.evaluation.statistics import Cell, Measurement
-from meta.run.interrupt import Terminated
+from meta.process.signals import Terminated
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import Executor, LocalExecutor, make_executor, stop_workers
 

@@ -10,18 +10,34 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from meta.config import Config
+from meta.config.metric import STEPS, parse_metric
 from meta.evaluation.adapt import AdaptJob, adaptations
 from meta.evaluation.evaluate import plan_eval
-from meta.evaluation.metric import OBJECTIVE_FILE, STEPS, parse_metric, pooled_families
 from meta.evaluation.outputs import write_csv
 from meta.evaluation.statistics import Measurement, summarise
 from meta.evaluation.steps import steps_to_target
-from meta.run.atomic import atomic_write_text
+from meta.process.atomic import atomic_write_text
 from meta.runtime.executor import make_executor
+
+POOLED_FAMILY = "all"
+OBJECTIVE_FILE = "search/objective.json"
+"""Where a trial records its objective, in its run directory (meta-report reads it)."""
+
+
+def pooled_families(measurements: Sequence[Measurement]) -> list[Measurement]:
+    """One family for all: each (family, split, task) its own task, so strata stay apart."""
+    index: dict[tuple[str, str, int], int] = {}
+    return [
+        replace(
+            m, family=POOLED_FAMILY, task=index.setdefault((m.family, m.split, m.task), len(index))
+        )
+        for m in measurements
+    ]
 
 
 def measure_objective(config: Config, run_dir: Path) -> float | None:

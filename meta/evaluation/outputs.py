@@ -20,7 +20,7 @@ from meta.evaluation.progress import (
 from meta.evaluation.selection import SelectionRow, chosen
 from meta.evaluation.statistics import Cell, Measurement, Resampling, summarise
 from meta.evaluation.steps import steps_to_target
-from meta.run.atomic import atomic_write_text
+from meta.process.atomic import atomic_write_text
 
 
 def write_outputs(

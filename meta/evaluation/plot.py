@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from meta.evaluation.statistics import Cell
-from meta.run.atomic import atomic_write_bytes
+from meta.process.atomic import atomic_write_bytes
 
 METRIC_LABELS = {"success": "success rate", "reward": "mean reward"}
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from meta.algorithm.ppo.weights import Weights
 from meta.config import Config
 from meta.evaluation.runs import JointBaseline
+from meta.process.signals import Terminated
 from meta.run.directory import latest_weights
-from meta.run.interrupt import Terminated
 from meta.runtime.executor import WORKER_LOST, Executor, stop_workers
 from meta.runtime.jobs import Call
 

@@ -16,9 +16,9 @@ from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig
+from meta.config.evaluation import EvalConfig, Procedure
 from meta.config.ppo import PPOConfig
-from meta.evaluation.config import EvalConfig, Procedure
-from meta.retired import upgraded
+from meta.config.retired import upgraded
 from meta.run.configuration import flatten
 from meta.run.directory import CONFIG_FILE, STATUS_FILE, RunError
 from meta.run.status import StatusError, TrainingStatus

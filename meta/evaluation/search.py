@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import optuna
 
-from meta.evaluation.config import Procedure, SearchConfig
+from meta.config.evaluation import Procedure, SearchConfig
 from meta.evaluation.selection import SelectionRow, select
 from meta.evaluation.setting import Setting
 from meta.evaluation.statistics import Measurement, Resampling

@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass, replace
 
 from meta.config import Config
+from meta.config.evaluation import EvalConfig, Procedure
 from meta.config.ppo import PPOConfig
-from meta.evaluation.config import EvalConfig, Procedure
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,9 @@ from typing import TypedDict
 
 import numpy as np
 
+from meta.config.evaluation import REACHES
+
 METRICS = ("mean_reward", "success")
-REACHES = ("first", "sustained")
-"""When a curve has reached the target (eval.reach): at the first budget at or above it, or at
-the first budget from which it stays at or above it at every later budget measured."""
 
 
 class Resampling(TypedDict):

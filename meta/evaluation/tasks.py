@@ -10,8 +10,8 @@ import numpy as np
 
 from meta.algorithm.reptile import Task, TaskSampler
 from meta.config import TaskConfig
+from meta.config.evaluation import EVAL_SPLITS
 from meta.curriculum.lessons import EnvironmentParameters
-from meta.evaluation.config import EVAL_SPLITS
 
 if TYPE_CHECKING:
     from meta.evaluation.setting import Setting

@@ -30,7 +30,7 @@ from meta.interop.mlagents import (
     InteropError,
     to_mlagents,
 )
-from meta.run.atomic import atomic_write_bytes
+from meta.process.atomic import atomic_write_bytes
 
 OPSET = 9
 """ML-Agents' `SerializationSettings.onnx_opset`."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from meta.run.atomic import StrPath, atomic_write_text
+from meta.process.atomic import StrPath, atomic_write_text
 
 
 def _cell(value: Any) -> Any:

@@ -18,7 +18,7 @@ import torch
 from mlagents_envs.timers import TimerStack, get_timer_tree, hierarchical_timer
 
 from meta.errors import without_passwords
-from meta.run.atomic import StrPath, atomic_write_text
+from meta.process.atomic import StrPath, atomic_write_text
 
 
 class RunTimers:

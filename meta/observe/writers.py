@@ -21,7 +21,7 @@ from meta.observe.reporter import (
     csv_tables,
 )
 from meta.observe.tables import CSVWriter
-from meta.run.atomic import StrPath
+from meta.process.atomic import StrPath
 
 logger = logging.getLogger("meta.observe.reporter")
 

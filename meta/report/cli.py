@@ -119,7 +119,7 @@ def write(
     args: argparse.Namespace,
 ) -> None:
     """report.csv, report.md and report.png in `out`, each atomically."""
-    from meta.run.atomic import atomic_write_text
+    from meta.process.atomic import atomic_write_text
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / OUTPUTS[0], to_csv(rows, keys))

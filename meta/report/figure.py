@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from meta.evaluation.statistics import iqm, resampled_iqm
+from meta.process.atomic import atomic_write_bytes
 from meta.report.settings import Setting
-from meta.run.atomic import atomic_write_bytes
 
 PANELS = {"success_rate": "success rate", "mean_reward": "mean reward"}
 

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from meta.evaluation.metric import HELD_OUT, pooled_families
+from meta.config.metric import HELD_OUT
+from meta.evaluation.objective import pooled_families
 from meta.evaluation.statistics import Measurement, summarise
 from meta.evaluation.steps import steps_to_target
 from meta.report.runs import ReportError, Run

@@ -20,11 +20,11 @@ import yaml
 
 from envs.constants import BEHAVIOR_NAME
 from meta.errors import first_line
-from meta.evaluation.metric import OBJECTIVE_FILE
+from meta.evaluation.objective import OBJECTIVE_FILE
 from meta.observe.reporter import META_STEPS_TABLE
+from meta.process.lock import live_holder
 from meta.run.configuration import flatten
 from meta.run.directory import CONFIG_FILE, STATUS_FILE
-from meta.run.lock import live_holder
 
 STEPS_FILE = f"{META_STEPS_TABLE}.csv"
 NUMBERS = ("meta_step", "mean_reward", "success_rate", "wall_time_s", "total_env_steps")

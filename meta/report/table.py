@@ -12,7 +12,7 @@ import numpy as np
 from rich.cells import cell_len
 from rich.table import Table
 
-from meta.evaluation.metric import describe
+from meta.config.metric import describe
 from meta.evaluation.table import grid
 from meta.report.heldout import HeldOut, held_out
 from meta.report.runs import Run

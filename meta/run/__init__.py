@@ -1,1 +1,1 @@
-"""The run directory: status store, checkpoints, atomic writes, meta-step records."""
+"""The run directory: status store, checkpoints, configuration, meta-step records, exports."""

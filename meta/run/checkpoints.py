@@ -39,8 +39,8 @@ import torch
 
 from envs.constants import BEHAVIOR_NAME
 from meta.config.ppo import NetworkConfig
-from meta.run import faults
-from meta.run.atomic import StrPath, atomic_write_bytes, torch_bytes
+from meta.process import faults
+from meta.process.atomic import StrPath, atomic_write_bytes, torch_bytes
 from meta.run.export import MLAgentsExport, run_network
 from meta.run.status import CheckpointEntry, TrainingStatus
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from meta.run.atomic import atomic_write_text
+from meta.process.atomic import atomic_write_text
 
 HISTORY_FILE = Path("run_logs") / "configuration_history.json"
 CONTROL_KEYS = ("run_id", "resume", "force", "results_dir")

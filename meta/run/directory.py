@@ -27,7 +27,7 @@ from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import Network, from_mlagents, is_mlagents, settings_misfit
 from meta.observe.reporter import INNER_UPDATES_TABLE
 from meta.observe.tables import header_error
-from meta.run.atomic import atomic_write_text
+from meta.process.atomic import atomic_write_text
 from meta.run.checkpoints import LATEST, STATUS_KEY, CheckpointError, load_checkpoint
 from meta.run.export import CONFIG_FILE
 from meta.run.names import check_name

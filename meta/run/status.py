@@ -22,7 +22,7 @@ from typing import Any
 import mlagents_envs
 import torch
 
-from meta.run.atomic import StrPath, atomic_write_text
+from meta.process.atomic import StrPath, atomic_write_text
 
 logger = logging.getLogger(__name__)
 

@@ -1,1 +1,1 @@
-"""Where inner trainings run: jobs, executors (in-process or Ray actors), environments, threads."""
+"""Where inner trainings run: jobs, executors (in-process or Ray actors), environments."""

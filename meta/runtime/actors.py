@@ -29,10 +29,10 @@ from meta.algorithm.ppo.rollout import NullTimers
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.request import TrainResult
 from meta.config import EnvConfig, RuntimeConfig
+from meta.process.compute import set_matmul_precision
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Job, Training
 from meta.runtime.stacks import OnCrash, Stacked, Unit, give_up, units
-from meta.runtime.threads import set_matmul_precision
 
 R = TypeVar("R")
 

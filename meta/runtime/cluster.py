@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from meta.config.runtime import RuntimeConfig
 from meta.errors import first_line
-from meta.run.interrupt import held_signals
-from meta.run.signals import close_on_exit
-from meta.runtime.config import RuntimeConfig
+from meta.process.signals import close_on_exit, held_signals
 
 CONNECT_TIMEOUT_S = 5.0
 

@@ -25,7 +25,7 @@ from typing import Protocol, TypeVar
 
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.config import EnvConfig, RuntimeConfig
-from meta.run.interrupt import deferred_interrupt
+from meta.process.signals import deferred_interrupt
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Job
 from meta.runtime.stacks import OnCrash, Stacked, give_up, run_jobs, units
@@ -91,7 +91,7 @@ def _init_worker(env: EnvConfig, stop: Event, precision: str) -> None:
     but while a job runs (`_in_worker`); once `stop` is set, no job starts."""
     import torch
 
-    from meta.runtime.threads import set_matmul_precision
+    from meta.process.compute import set_matmul_precision
 
     global _worker_pool, _worker_stop
     _worker_stop = stop

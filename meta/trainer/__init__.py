@@ -3,7 +3,7 @@
 `preflight` validates a run before anything is written, `session` takes the run's lock, joins
 Ray if asked and turns every early stop into one line, `loop.MetaTrainer` owns a running run
 and its outer loop, `dispatch` runs a meta-step's inner trainings, `seeds` trains a group of
-seeds (`seeds=[...]`) in lockstep; `meta.run.interrupt` holds Ctrl-C while a meta-step commits.
+seeds (`seeds=[...]`) in lockstep; `meta.process.signals` holds Ctrl-C while a meta-step commits.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from omegaconf import OmegaConf
 
 from meta.config import Config
-from meta.runtime.threads import matmul_precision, torch_threads
+from meta.process.compute import matmul_precision, torch_threads
 from meta.trainer import session
 from meta.trainer.loop import MetaTrainer
 from meta.trainer.preflight import TrainingPlan, plan_training

@@ -26,10 +26,10 @@ from meta.observe.reporter import (
 from meta.observe.tags import CUMULATIVE_REWARD
 from meta.observe.timers import RunTimers
 from meta.observe.writers import build_reporter, new_wandb_id
-from meta.run import faults
+from meta.process import faults
+from meta.process.signals import deferred_interrupt
 from meta.run.checkpoints import CheckpointManager
 from meta.run.directory import TIMERS_FILE, RunStart, open_run
-from meta.run.interrupt import deferred_interrupt
 from meta.run.records import (
     JOURNAL,
     MetaStep,

@@ -27,7 +27,7 @@ from rich.console import Console
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.request import TrainResult
 from meta.observe.progress import Progress
-from meta.run.interrupt import deferred_interrupt
+from meta.process.signals import deferred_interrupt
 from meta.run.names import command
 from meta.runtime.executor import Executor, LocalExecutor
 from meta.runtime.jobs import Training

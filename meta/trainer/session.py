@@ -22,13 +22,19 @@ from rich.console import Console
 
 from envs.backend.worker import BuildError
 from meta.errors import first_line
-from meta.run import faults
+from meta.process import faults
+from meta.process.lock import RunLock, RunLocked
+from meta.process.signals import (
+    HELD,
+    Terminated,
+    exit_at_once,
+    exit_code,
+    held_signals,
+    raise_on_signals,
+)
 from meta.run.checkpoints import CheckpointError
 from meta.run.configuration import record_changes
-from meta.run.interrupt import Terminated, held_signals, raise_on_signals
-from meta.run.lock import RunLock, RunLocked
 from meta.run.names import run_command
-from meta.run.signals import HELD, exit_at_once, exit_code
 from meta.run.status import StatusError
 from meta.runtime.cluster import Cluster, join_or_start_ray
 from meta.trainer.dispatch import BuildsExhausted
@@ -92,7 +98,7 @@ def run(
 
     Signals raise from the lock on, and are held while the run is released. For a `program`
     (the console script), once the run is complete or stopped they end the process at once,
-    saying so (`meta.run.interrupt`); called as a library (`program=None`) the caller's
+    saying so (`meta.process.signals`); called as a library (`program=None`) the caller's
     handlers are back when it returns.
     """
     start = Start(plan, config_yaml, resolved, changes or {})

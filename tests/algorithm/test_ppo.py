@@ -17,7 +17,7 @@ from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import train as train_request
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.observe.tags import SUCCESS
-from meta.runtime.threads import torch_threads
+from meta.process.compute import torch_threads
 from tests.algorithm.stacking import stack_of, train_one
 
 SMALL = PPOConfig(batch_size=256, buffer_size=1024, max_steps=4096, num_epoch=2)

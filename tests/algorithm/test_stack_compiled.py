@@ -11,7 +11,7 @@ from meta.algorithm.ppo import update
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.config.ppo import PPOConfig
-from meta.runtime.threads import torch_threads
+from meta.process.compute import torch_threads
 from tests.algorithm.test_stacks import PPO, TOLERANCE, _alone, _delta, _requests, _same, _stacked
 
 pytestmark = pytest.mark.slow  # the first compilation in a process takes seconds

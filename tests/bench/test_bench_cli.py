@@ -19,7 +19,7 @@ from meta.bench import sb3 as bench_sb3
 from meta.bench import scaling as bench_scaling
 from meta.bench.markup import BEGIN, END
 from meta.evaluation.episodes import Act
-from meta.runtime.threads import torch_threads
+from meta.process.compute import torch_threads
 
 WITHOUT = """
 import sys

@@ -15,7 +15,7 @@ import pytest
 from commandline import run_main
 from tinyconfig import TINY, TINY_EVAL, TINY_MEASURE
 
-from meta.run.faults import FAULT_ENV
+from meta.process.faults import FAULT_ENV
 
 pytestmark = pytest.mark.integration  # meta-eval runs as a process
 SHARED = pytest.mark.xdist_group("eval_interrupt")

@@ -17,9 +17,9 @@ from meta.algorithm.ppo.rollout import NullTimers
 from meta.algorithm.training import stack_key, train_requests
 from meta.algorithm.training import train as train_alone
 from meta.config import Config, EnvConfig
+from meta.config.evaluation import Procedure
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import AdaptJob, Setting
-from meta.evaluation.config import Procedure
 from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.tasks import sample_tasks
 from meta.observe.tags import LEARNING_RATE

@@ -16,9 +16,9 @@ from meta.algorithm.ppo.rollout import NullTimers
 from meta.algorithm.ppo.train import STEPS
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.config import Config
+from meta.config.evaluation import EvalConfig, Procedure
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import AdaptJob, Setting, adapt
-from meta.evaluation.config import EvalConfig, Procedure
 from meta.evaluation.tasks import sample_tasks
 from meta.observe.tags import LEARNING_RATE
 from meta.runtime.envpool import EnvPool

@@ -14,10 +14,10 @@ from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.training import train_requests
 from meta.config import Config
+from meta.config.evaluation import Procedure
 from meta.config.ppo import NetworkConfig
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import AdaptJob, Setting, measured, measured_together
-from meta.evaluation.config import Procedure
 from meta.evaluation.episodes import policy_actor, run_episodes, run_stacked_episodes, stacked_actor
 from meta.evaluation.statistics import Measurement
 from meta.evaluation.tasks import sample_tasks

@@ -10,9 +10,9 @@ import pytest
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.config import Config, TaskConfig
+from meta.config.evaluation import EvalConfig
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import Setting
-from meta.evaluation.config import EvalConfig
 from meta.evaluation.tasks import sample_tasks
 
 HIDDEN_GOAL = {"hidden_goal": 1, "motor_rotation": 0, "agent_speed": 0.2}

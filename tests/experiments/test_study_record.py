@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 from scripts import experiment
 
-from meta import retired
+from meta.config import retired
 from meta.observe.machine import cpu_kind, cpu_model
 
 STAGES = ("train", "eval")

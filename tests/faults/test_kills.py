@@ -20,7 +20,7 @@ from faultkit import (
 )
 from processes import signal_within, started, wait_until
 
-from meta.run.faults import POINTS
+from meta.process.faults import POINTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -11,7 +11,7 @@ import pytest
 from faultkit import RUN, TRIALS, Reference, finish, run, start
 from processes import halted, wait_until
 
-from meta.run.faults import POINTS
+from meta.process.faults import POINTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -33,7 +33,7 @@ from faultkit import (
 )
 from processes import signal_within, started, wait_until
 
-from meta.run.faults import END_POINTS
+from meta.process.faults import END_POINTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -105,7 +105,7 @@ def test_a_failed_write_keeps_the_previous_file(
     def crash(*args: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("meta.run.atomic.os.replace", crash)
+    monkeypatch.setattr("meta.process.atomic.os.replace", crash)
     with pytest.raises(OSError, match="disk full"):
         timers.write(path)
     assert path.read_text() == before

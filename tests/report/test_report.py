@@ -21,12 +21,12 @@ from tinyconfig import TINY, TINY_EVAL, compose_config
 from meta.config import Config
 from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.statistics import iqm
+from meta.process.lock import lock_path
 from meta.report.cli import main
 from meta.report.figure import curve
 from meta.report.runs import Run, find_runs, read_run, read_steps
 from meta.report.settings import Setting, group
 from meta.report.table import Options, console_tables, summarise
-from meta.run.lock import lock_path
 from meta.trainer import train
 
 ONE_FAMILY = "meta.tasks=[{name: FindTarget}]"

@@ -21,8 +21,8 @@ import yaml
 from commandline import run_main
 from tinyconfig import TINY_SEARCH, compose_config
 
-from meta.evaluation.metric import parse_metric, pooled_families
-from meta.evaluation.objective import objective_value
+from meta.config.metric import parse_metric
+from meta.evaluation.objective import objective_value, pooled_families
 from meta.evaluation.statistics import Measurement, iqm
 
 optuna = pytest.importorskip("optuna")

@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
+from meta.config.runtime import RuntimeConfig
 from meta.runtime import cluster
-from meta.runtime.config import RuntimeConfig
 
 
 def test_a_ctrl_c_during_a_failed_start_up_is_still_a_ctrl_c(

@@ -13,10 +13,10 @@ from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
 from meta.config import EnvConfig
 from meta.config.ppo import NetworkConfig, PPOConfig
+from meta.process.compute import matmul_precision
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import LocalExecutor, ProcessExecutor, retrying
 from meta.runtime.jobs import Call, Training
-from meta.runtime.threads import matmul_precision
 
 SMALL = PPOConfig(batch_size=128, buffer_size=256, max_steps=512, num_epoch=1)
 NETWORK = NetworkConfig(hidden_units=16)

@@ -13,11 +13,11 @@ import torch
 
 from meta.algorithm.ppo.weights import Weights
 from meta.config import Config, EnvConfig
+from meta.config.runtime import RuntimeConfig
+from meta.process.compute import matmul_precision
 from meta.runtime.actors import RayExecutor
-from meta.runtime.config import RuntimeConfig
 from meta.runtime.envpool import EnvPool
 from meta.runtime.jobs import Call
-from meta.runtime.threads import matmul_precision
 from meta.trainer import MetaTrainer, plan_training
 
 Factory = Callable[..., Config]

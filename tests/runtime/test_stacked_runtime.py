@@ -17,16 +17,15 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from meta import retired
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.reptile import Task
 from meta.algorithm.request import TrainRequest
 from meta.cli import CONFIG_DIR
-from meta.config import Config, EnvConfig, RuntimeConfig
+from meta.config import Config, EnvConfig, RuntimeConfig, retired
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.evaluation.runs import run_config
-from meta.run.faults import FAULT_ENV
+from meta.process.faults import FAULT_ENV
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import make_executor
 from meta.runtime.jobs import Training

@@ -17,9 +17,9 @@ from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import policy_with
 from meta.algorithm.ppo.rollout import NullTimers
+from meta.config.evaluation import EvalConfig, Procedure
 from meta.curriculum.lessons import parse_environment_parameters
 from meta.evaluation.adapt import AdaptJob, Setting, measured
-from meta.evaluation.config import EvalConfig, Procedure
 from meta.evaluation.runs import load_run
 from meta.evaluation.tasks import sample_tasks
 from meta.observe.tags import EXPLAINED_VARIANCE, VALUE_LOSS

@@ -13,7 +13,7 @@ from torch.nn import functional as F
 
 from envs.interface import AgentEnvironment
 from meta.config.ppo import NetworkConfig
-from meta.runtime.threads import torch_threads
+from meta.process.compute import torch_threads
 
 LOG_2PI = math.log(2.0 * math.pi)
 MLAGENTS_EPSILON = 1e-7

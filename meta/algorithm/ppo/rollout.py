@@ -18,7 +18,7 @@ from envs.tasks.core import ACTION_SIZE
 from envs.tasks.stack import CoreStack, parts, stackable_envs
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import Policy
-from meta.runtime.threads import torch_threads
+from meta.process.compute import torch_threads
 
 
 class Timers(Protocol):

@@ -38,8 +38,7 @@ from meta.algorithm.ppo.update import ppo_update, take_in
 from meta.algorithm.ppo.weights import OptimizerState, Weights
 from meta.config.ppo import PPOConfig
 from meta.observe.tags import CUMULATIVE_REWARD, EPISODE_LENGTH, SUCCESS
-from meta.runtime.allocator import keep_freed_memory
-from meta.runtime.threads import torch_threads
+from meta.process.compute import keep_freed_memory, torch_threads
 
 STEPS = "steps"
 """An update's agent-steps of its training so far (with the buffer's)."""

@@ -19,7 +19,7 @@ from meta.algorithm.ppo.policy import make_policy
 from meta.algorithm.ppo.train import make_optimizer
 from meta.algorithm.ppo.loss import actor_loss, critic_loss
 from meta.algorithm.ppo.update import gradient_step, hyper_tensors
-from meta.runtime.allocator import keep_freed_memory
+from meta.process.compute import keep_freed_memory
 torch.set_num_threads(1)
 if KEEP:
     assert keep_freed_memory() and keep_freed_memory()  # once per process, then cached

@@ -1,4 +1,7 @@
-"""Freed tensors stay in the process's heap, so a training step does not fault its memory in anew.
+"""Process-wide compute settings: torch's intra-op threads and float32 matmul precision, and
+glibc's heap thresholds (`keep_freed_memory`).
+
+Freed tensors stay in the process's heap, so a training step does not fault its memory in anew.
 
 glibc serves a block above its mmap threshold (128 KiB at first; one 1024 x 128 float32
 activation is 512 KiB) with a fresh mapping and unmaps it on free, and trims the heap's free
@@ -10,8 +13,12 @@ The numbers computed do not change, only where their memory comes from.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+from collections.abc import Iterator
+
+import torch
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -34,3 +41,38 @@ def keep_freed_memory() -> bool:
     return bool(
         mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
+
+
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block with `n` torch intra-op threads, then restore the previous number."""
+    previous = torch.get_num_threads()
+    if n == previous:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str) -> Iterator[None]:
+    """Run the block with `torch.set_float32_matmul_precision(precision)`, then restore it."""
+    previous = torch.get_float32_matmul_precision()
+    if precision == previous:
+        yield
+        return
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def set_matmul_precision(precision: str) -> None:
+    """`torch.set_float32_matmul_precision(precision)` for this process; left alone when it
+    already is (a process that never set it runs torch's own default of `highest`)."""
+    if precision != torch.get_float32_matmul_precision():
+        torch.set_float32_matmul_precision(precision)

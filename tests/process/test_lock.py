@@ -1,4 +1,4 @@
-"""meta/run/lock.py: one live holder per run, named to a second process; dead holders replaced."""
+"""meta/process/lock.py: one live holder per run, named to another process; dead ones replaced."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from meta.run.lock import RunLock, RunLocked, lock_path
+from meta.process.lock import RunLock, RunLocked, lock_path
 
 HOLD = textwrap.dedent(
     """
     import sys
-    from meta.run.lock import RunLock
+    from meta.process.lock import RunLock
     lock = RunLock(sys.argv[1], "run")
     lock.acquire()
     print("held", flush=True)

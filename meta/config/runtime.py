@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 
 from meta.config.ppo import positive
-from meta.retired import retired
+from meta.config.retired import retired
 
 RUNTIMES = ("local", "ray")
 MATMUL_PRECISIONS = ("highest", "high", "medium")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from meta.run.atomic import atomic_path, atomic_write_bytes, atomic_write_text
+from meta.process.atomic import atomic_path, atomic_write_bytes, atomic_write_text
 
 
 def _leftovers(directory: Path) -> list[str]:

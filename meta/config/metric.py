@@ -10,16 +10,10 @@ is never measured on `test`: held-out tasks stay for the comparison after the se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-
-from meta.evaluation.statistics import Measurement
 
 PER_BUDGET = ("success_iqm", "reward_iqm")
 STEPS = "neg_steps_to_80"
 HELD_OUT = "test"
-POOLED_FAMILY = "all"
-OBJECTIVE_FILE = "search/objective.json"
-"""Where a trial records its objective, in its run directory (meta-report reads it)."""
 
 
 def parse_metric(name: str, budgets: Sequence[int]) -> tuple[str, int | None]:
@@ -57,14 +51,3 @@ def check_objective(name: str, splits: Sequence[str], budgets: Sequence[int]) ->
             f"distribution, never on {HELD_OUT!r}; eval.splits is {list(splits)} "
             "(use eval.splits=[train])"
         )
-
-
-def pooled_families(measurements: Sequence[Measurement]) -> list[Measurement]:
-    """One family for all: each (family, split, task) its own task, so strata stay apart."""
-    index: dict[tuple[str, str, int], int] = {}
-    return [
-        replace(
-            m, family=POOLED_FAMILY, task=index.setdefault((m.family, m.split, m.task), len(index))
-        )
-        for m in measurements
-    ]

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 
 import torch
 
-from meta.run import faults
+from meta.process import faults
 
 StrPath = str | os.PathLike[str]
 

@@ -1,0 +1,1 @@
+"""Process utilities: atomic writes, locks, signals and interrupts, torch threads, fault points."""
