@@ -14,9 +14,12 @@ if TYPE_CHECKING:
     from envs.tasks.adapter import TaskEnv
     from envs.tasks.teams import TeamTaskEnv
 
-__all__ = ["BEHAVIOR_NAME", "FAMILIES", "Family", "family", "make"]
+__all__ = ["BEHAVIOR_NAME", "DEFAULT_BUILDS", "FAMILIES", "Family", "family", "make"]
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (FIND_TARGET, CARRY_OBJECT, SUMO)}
+"""Every task family by name: a new family is a module of envs/tasks/ and its entry here."""
+DEFAULT_BUILDS = {name: f"envs/builds/{name}" for name in FAMILIES}
+"""Each family's launchable build, relative to the project root (`env.path`'s default)."""
 
 
 def family(name: str) -> Family:

@@ -35,9 +35,10 @@ from mlagents_envs.exception import UnityEnvironmentException
 from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 import envs
+from envs import DEFAULT_BUILDS
 from envs.backend import worker as unity_worker
 from envs.backend.worker import BuildCrashed, BuildError, BuildTimeout, PortInUse, WorkerSettings
-from envs.constants import BUILDS_DIR, DEFAULT_BUILDS, PROJECT_ROOT
+from envs.constants import BUILDS_DIR, PROJECT_ROOT
 from envs.tasks.concat import concat_decisions, concat_terminals, offset_ids
 
 __all__ = ["BuildCrashed", "BuildError", "BuildTimeout", "PortInUse", "UnityEnv", "make"]

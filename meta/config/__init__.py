@@ -123,14 +123,9 @@ class EnvConfig:
     """Training areas (agents) per environment."""
     num_envs: int = 1
     """Build processes per family (unity backend)."""
-    path: dict[str, str] = field(
-        default_factory=lambda: {
-            "FindTarget": "envs/builds/FindTarget",
-            "CarryObject": "envs/builds/CarryObject",
-            "Sumo": "envs/builds/Sumo",
-        }
-    )
-    """Build per family (unity backend); relative paths resolve against the project."""
+    path: dict[str, str] = field(default_factory=lambda: dict(envs.DEFAULT_BUILDS))
+    """Build per family (unity backend; default: envs/builds/<family>); relative paths resolve
+    against the project."""
     base_port: int = 5005
     """First gRPC port (unity backend); worker i listens on base_port + worker_id."""
     timeout_wait: int = 60

@@ -1,6 +1,6 @@
 """Configuration keys that are gone: what replaced each, refused where given, dropped on resume.
 
-Every runtime trains stacks now (meta.runtime.stacks), so the keys that chose whether to stack
+Every runtime trains stacks now (meta.runtime.jobs), so the keys that chose whether to stack
 went. A command line or configuration file that names one is refused in one line saying what
 replaced it; a run directory's `configuration.yaml` written before keeps working (`upgraded`).
 """

@@ -21,7 +21,7 @@ class RuntimeConfig:
 
     backend: str = "local"
     """`local` (this process) or `ray` (Ray actors, side by side); either trains the jobs that
-    share their settings as stacks (meta.runtime.stacks)."""
+    share their settings as stacks (meta.runtime.jobs)."""
     workers: int = 1
     """local: worker processes a meta-step's stacks are shared out to, each taking a share of
     every stack (never one member of several alone: the same bits as in this process)."""

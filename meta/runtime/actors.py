@@ -7,7 +7,7 @@ may outlive it for a while. A start shared by several trainings (θ) goes to the
 once; jobs go to whichever actor is free, and results come back in the jobs' order, so the
 outer update and meta-eval's tables see exactly what the local executor gives them. Actors
 start with the first jobs, so a driver may use the cluster before (meta-eval's baselines).
-The jobs that stack (meta.runtime.stacks) are cut into one share per actor, and each share of
+The jobs that stack (meta.runtime.jobs) are cut into one share per actor, and each share of
 two or more goes to an actor as one job that trains it as one stack.
 """
 
@@ -31,8 +31,7 @@ from meta.algorithm.request import TrainResult
 from meta.config import EnvConfig, RuntimeConfig
 from meta.process.compute import set_matmul_precision
 from meta.runtime.envpool import EnvPool
-from meta.runtime.jobs import Job, Training
-from meta.runtime.stacks import OnCrash, Stacked, Unit, give_up, units
+from meta.runtime.jobs import Job, OnCrash, Stacked, Training, Unit, give_up, units
 
 R = TypeVar("R")
 

@@ -4,7 +4,7 @@ One stack for meta-train and meta-eval. An executor runs a list of jobs (meta.ru
 meta-train's training requests, meta-eval's adaptations) and yields their results in the jobs'
 order, each as soon as it and those before it are done, so sequential and parallel runs give
 identical results (every job carries its own seeds; none reads global state; the jobs that
-stack train in stacks of two or more wherever they run, meta.runtime.stacks). A job whose
+stack train in stacks of two or more wherever they run, meta.runtime.jobs). A job whose
 environment crashed (a build died, an actor was lost) is retried from its start after
 `on_crash(error)`, which counts the crash and raises to give up, so a caller gets every
 result or none.
@@ -27,8 +27,7 @@ from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.config import EnvConfig, RuntimeConfig
 from meta.process.signals import deferred_interrupt
 from meta.runtime.envpool import EnvPool
-from meta.runtime.jobs import Job
-from meta.runtime.stacks import OnCrash, Stacked, give_up, run_jobs, units
+from meta.runtime.jobs import Job, OnCrash, Stacked, give_up, run_jobs, units
 
 R = TypeVar("R")
 WORKER_LOST = "a worker process ended abruptly (killed, or out of memory?)"

@@ -30,8 +30,7 @@ from meta.observe.progress import Progress
 from meta.process.signals import deferred_interrupt
 from meta.run.names import command
 from meta.runtime.executor import Executor, LocalExecutor
-from meta.runtime.jobs import Training
-from meta.runtime.stacks import OnCrash
+from meta.runtime.jobs import OnCrash, Training
 from meta.trainer.loop import MetaTrainer, Rows
 
 T = TypeVar("T")

@@ -37,8 +37,7 @@ from meta.run.configuration import record_changes
 from meta.run.names import run_command
 from meta.run.status import StatusError
 from meta.runtime.cluster import Cluster, join_or_start_ray
-from meta.trainer.dispatch import BuildsExhausted
-from meta.trainer.loop import MetaTrainer
+from meta.trainer.loop import BuildsExhausted, MetaTrainer
 from meta.trainer.preflight import TrainingPlan
 from meta.trainer.seeds import (
     COMPLETE,

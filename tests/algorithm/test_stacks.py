@@ -28,8 +28,7 @@ from meta.config import EnvConfig
 from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig
 from meta.observe.tags import ELO, LEARNING_RATE, SUCCESS, WIN_RATE
 from meta.runtime.envpool import EnvPool
-from meta.runtime.jobs import Call, Training, request_env
-from meta.runtime.stacks import MAX_STACK, stacks, units
+from meta.runtime.jobs import MAX_STACK, Call, Training, request_env, stacks, units
 
 PPO = PPOConfig(max_steps=1024, buffer_size=512, batch_size=128, num_epoch=2)
 NETWORK = NetworkConfig(hidden_units=32)

@@ -24,8 +24,7 @@ from meta.evaluation.evaluate import evaluate, plan_eval
 from meta.evaluation.tasks import sample_tasks
 from meta.observe.tags import LEARNING_RATE
 from meta.runtime.envpool import EnvPool
-from meta.runtime.jobs import Job
-from meta.runtime.stacks import OnCrash, give_up
+from meta.runtime.jobs import Job, OnCrash, give_up
 from meta.trainer import train
 
 Factory = Callable[..., Config]

@@ -11,8 +11,8 @@ import torch
 
 from meta.algorithm.ppo.weights import Weights
 from meta.config import Config
-from meta.runtime import stacks
-from meta.runtime.stacks import shares
+from meta.runtime import jobs
+from meta.runtime.jobs import shares
 from meta.trainer import MetaTrainer, plan_training
 
 Factory = Callable[..., Config]
@@ -53,9 +53,9 @@ def test_each_actor_stacks_its_share_bitwise_as_in_process_and_a_lost_share_is_r
 ) -> None:
     ray = thetas(tiny_config(*BATCH, "runtime=ray", "runtime.num_actors=2"), "ray", kill_before=1)
     whole = thetas(tiny_config(*BATCH), "whole")  # one stack of 4
-    monkeypatch.setattr(stacks, "MAX_STACK", 2)  # stacks of 2, as the two actors' shares
+    monkeypatch.setattr(jobs, "MAX_STACK", 2)  # stacks of 2, as the two actors' shares
     halves = thetas(tiny_config(*BATCH), "halves")
-    monkeypatch.setattr(stacks, "MAX_STACK", 1)  # stacks of one: each training alone
+    monkeypatch.setattr(jobs, "MAX_STACK", 1)  # stacks of one: each training alone
     alone = thetas(tiny_config(*BATCH), "alone")
     for r, h, w, a in zip(ray, halves, whole, alone, strict=True):
         assert all(torch.equal(r[k], h[k]) for k in r)

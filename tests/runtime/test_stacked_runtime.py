@@ -28,8 +28,7 @@ from meta.evaluation.runs import run_config
 from meta.process.faults import FAULT_ENV
 from meta.runtime.envpool import EnvPool
 from meta.runtime.executor import make_executor
-from meta.runtime.jobs import Training
-from meta.runtime.stacks import Stacked, units
+from meta.runtime.jobs import Stacked, Training, units
 from tests.commandline import run_main
 
 Factory = Callable[..., Config]
