@@ -25,8 +25,7 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 from mlagents_envs.timers import get_timer_tree, reset_timers
 
 import envs
-from envs.backend.interpreter import use_this_interpreter
-from envs.backend.ports import free_ports
+from envs.backend.host import free_ports, use_this_interpreter
 from envs.backend.unity_env import UnityEnv, resolve_build
 from envs.constants import BEHAVIOR_NAME
 

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from envs.backend.ports import free_ports
+from envs.backend.host import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "envs" / "builds" / "FindTarget"

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from envs.backend.ports import free_ports
+from envs.backend.host import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 BUFFERS, BUFFER, AREAS = 15, 10240, 16

@@ -29,7 +29,7 @@ from typing import Any
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from envs.backend.ports import free_ports
+from envs.backend.host import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "envs" / "builds" / "Sumo"

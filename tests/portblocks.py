@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from envs.backend.ports import is_free
+from envs.backend.host import is_free
 
 FIRST, LAST, BLOCK = 20000, 32768, 128
 """The blocks: [20000, 32768) lies below Linux's default ephemeral range (32768-60999)."""

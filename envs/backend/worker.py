@@ -26,7 +26,7 @@ from mlagents_envs.exception import (
     UnityWorkerInUseException,
 )
 
-from envs.backend.interpreter import use_this_interpreter
+from envs.backend.host import use_this_interpreter
 
 if TYPE_CHECKING:
     from mlagents_envs.environment import UnityEnvironment

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from commandline import run_main
 
-from envs.backend.ports import free_ports
+from envs.backend.host import free_ports
 
 MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
 TINY = ["experiment=tiny", "logger=quiet", "meta.steps=2"]
