@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,16 +12,16 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from meta import errors
 from meta.config import Config, retired
 from meta.config.runtime import check_matmul_precision
-from meta.errors import one_line
+from meta.errors import fail, one_line
 from meta.overrides import MULTIRUN_SEEDS, group_starts, run_id_of, run_start, set_torch
 from meta.process.signals import (
     BEFORE_START,
     Terminated,
     exit_at_once,
     exit_code,
-    forget_interrupt,
     raise_on_signals,
 )
 from meta.run.names import (
@@ -38,27 +37,11 @@ if TYPE_CHECKING:
     from meta.trainer.session import Start
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
-VERBOSE = False
-
-
-def _hydra_verbose() -> bool:
-    """Whether `hydra.verbose` was set for this run."""
-    return HydraConfig.initialized() and bool(HydraConfig.get().verbose)
 
 
 def register_configs() -> None:
     """Register the schema so Hydra rejects unknown keys and wrong types."""
     ConfigStore.instance().store(name="base_config", node=Config)
-
-
-def fail(program: str, error: BaseException | str, code: int = 2) -> None:
-    """Print `program: error: ...` on one line and exit non-zero (the traceback too if verbose)."""
-    if (VERBOSE or _hydra_verbose()) and sys.exc_info()[0] is not None:
-        traceback.print_exc()
-    message = error if isinstance(error, str) else one_line(error)
-    print(f"{program}: error: {message}", file=sys.stderr)
-    forget_interrupt()
-    raise SystemExit(code)
 
 
 def precheck(program: str, argv: list[str]) -> None:
@@ -197,10 +180,9 @@ def train_main() -> None:
 
 def _take_verbose() -> None:
     """`--verbose` (ours, not Hydra's): print the traceback of an error before its line."""
-    global VERBOSE
     if "--verbose" in sys.argv[1:]:
         sys.argv.remove("--verbose")
-        VERBOSE = True
+        errors.VERBOSE = True
 
 
 EVAL_KEYS = (

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 from unittest import mock
 
-from meta import cli
+from meta import cli, errors
 from meta.process.faults import FAULT_ENV
 from meta.process.signals import HELD
 
@@ -63,7 +63,7 @@ def _as_a_program(argv: list[str], cwd: Path, columns: int | None) -> Iterator[N
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         root.handlers[:], root.level = logged
-        cli.VERBOSE = False
+        errors.VERBOSE = False
 
 
 def run_main(program: str, *args: str, cwd: Path, columns: int | None = None) -> Done:

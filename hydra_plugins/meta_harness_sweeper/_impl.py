@@ -28,8 +28,8 @@ from optuna.distributions import (
 from optuna.study import StudyDirection
 from optuna.trial import Trial, TrialState
 
-from meta.cli import CONFIG_DIR, fail
-from meta.errors import first_line, one_line
+from meta.cli import CONFIG_DIR
+from meta.errors import fail, first_line, one_line
 from meta.process.atomic import atomic_write_text
 from meta.process.signals import close_on_exit, exit_at_once
 from meta.study import directions_of, open_storage, rdb_storage, shown

@@ -21,7 +21,8 @@ from hydra.core.utils import JobReturn, JobRuntime, JobStatus, setup_globals
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from meta.cli import fail, trained
+from meta.cli import trained
+from meta.errors import fail
 from meta.overrides import run_id_of, run_start, set_torch
 from meta.process.signals import BEFORE_START, exit_at_once
 

@@ -133,7 +133,7 @@ def write(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """`meta-report SWEEP [...]`."""
-    from meta.cli import fail
+    from meta.errors import fail
 
     args = parser().parse_args(argv)
     try:
