@@ -44,17 +44,8 @@ class Joint(MetaLearner):
         self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
     ) -> list[Task]:
         """The tasks trained together this meta-step."""
-        return [self._task(sampler, rng, env_params) for _ in range(self.task_count)]
-
-    @property
-    def task_count(self) -> int:
-        """Tasks per meta-step."""
-        return self.cfg.meta.joint_tasks
-
-    def _task(
-        self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
-    ) -> Task:
-        return sampler.sample(rng).with_params(env_params)
+        count = self.cfg.meta.joint_tasks
+        return [sampler.sample(rng).with_params(env_params) for _ in range(count)]
 
     def requests(
         self,
@@ -94,14 +85,10 @@ class Single(Joint):
     def check(cls, cfg: Config) -> None:
         """Any backend, games too (one task has its areas to itself)."""
 
-    @property
-    def task_count(self) -> int:
-        """One task per meta-step."""
-        return 1
-
-    def _task(
+    def tasks(
         self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
-    ) -> Task:
+    ) -> list[Task]:
+        """The run's one task, the same every meta-step."""
         sampler.sample(rng)  # the meta-step's draw, as every learner makes it
         task = sampler.sample(np.random.default_rng([self.cfg.seed, _SINGLE]))
-        return task.with_params(env_params)
+        return [task.with_params(env_params)]
