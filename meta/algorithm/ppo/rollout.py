@@ -197,8 +197,29 @@ class Collection:
         for stack in self.cores:
             stack.deliver()
         self._log(done)
-        columns = (obs, actions, log_probs, values, boundaries)
-        return [self._rollout(i, value_of, *columns) for i, value_of in enumerate(values_of)]
+        rollouts = []
+        for i, value_of in enumerate(values_of):
+            pieces: Pieces = [
+                (t, agent[mine].astype(np.int64), final[mine])
+                for t, member, agent, final in self.cuts
+                if (mine := member == i).any()
+            ]
+            last_obs = torch.from_numpy(self.obs[i].copy())
+            values[i, -1].copy_(value_of(last_obs.to(self.device)))
+            ended = self.ended[i]
+            rollouts.append(
+                Rollout(
+                    torch.from_numpy(obs[i]),
+                    actions[i],
+                    log_probs[i],
+                    values[i, :-1],
+                    torch.from_numpy(self.rewards[i]),
+                    next_state_values(value_of, values[i], ended, pieces, self.device),
+                    torch.from_numpy(boundaries[i]),
+                    Bootstrap(last_obs, ended, pieces),
+                )
+            )
+        return rollouts
 
     def record(self, i: int, t: int, decision: Any, terminal: Any, index: Any) -> np.ndarray:
         """Member i's step t from its agents' DecisionSteps and TerminalSteps (`index`: their
@@ -228,36 +249,6 @@ class Collection:
             mine = member == i
             log.returns.extend(returns[mine].tolist())
             log.lengths.extend(lengths[mine].tolist())
-
-    def _rollout(
-        self,
-        i: int,
-        value_of: ValueFn,
-        obs: np.ndarray,
-        actions: torch.Tensor,
-        log_probs: torch.Tensor,
-        values: torch.Tensor,
-        boundaries: np.ndarray,
-    ) -> Rollout:
-        """Member i's buffer."""
-        pieces: Pieces = []
-        for t, member, agent, final in self.cuts:
-            mine = member == i
-            if mine.any():
-                pieces.append((t, agent[mine].astype(np.int64), final[mine]))
-        last_obs = torch.from_numpy(self.obs[i].copy())
-        values[i, -1].copy_(value_of(last_obs.to(self.device)))
-        ended = self.ended[i]
-        return Rollout(
-            torch.from_numpy(obs[i]),
-            actions[i],
-            log_probs[i],
-            values[i, :-1],
-            torch.from_numpy(self.rewards[i]),
-            next_state_values(value_of, values[i], ended, pieces, self.device),
-            torch.from_numpy(boundaries[i]),
-            Bootstrap(last_obs, ended, pieces),
-        )
 
 
 class Cores:
