@@ -25,8 +25,7 @@ from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.update import buffer_gradient
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import NORMALIZER_PREFIX, interpolate
-from meta.algorithm.request import TrainResult
-from meta.config.ppo import NetworkConfig, PPOConfig
+from meta.algorithm.request import TrainRequest, TrainResult
 
 _QUERY = 0x0F0A
 
@@ -43,28 +42,22 @@ class FOMAML(Reptile):
         return fomaml_update(theta, [r.weights for r in results], gradients, outer_lr)
 
 
-def query_seed(seed: int) -> int:
-    """Seed of the fresh buffer the meta-gradient is measured on (not the training's)."""
-    return int(np.random.SeedSequence([seed, _QUERY]).generate_state(1)[0])
-
-
 def meta_gradient(
-    env: AgentEnvironment,
-    weights: Mapping[str, torch.Tensor],
-    network: NetworkConfig,
-    cfg: PPOConfig,
-    hyper: Hyper,
-    seed: int,
-    device: str = "cpu",
+    request: TrainRequest, env: AgentEnvironment, weights: Mapping[str, torch.Tensor]
 ) -> tuple[Weights, int]:
-    """The gradient of PPO's loss at `weights` on one fresh buffer; and its agent-steps.
+    """The gradient of PPO's loss at the request's trained `weights` on one fresh buffer; and
+    its agent-steps.
 
     The buffer is collected by the trained policy from a reset of `env`; the loss is the inner
     training's (clipped surrogate at ratio 1, entropy, clipped value loss, advantages
-    normalised over the buffer), its gradient clipped to cfg.max_grad_norm as every inner step.
+    normalised over the buffer), its gradient clipped to ppo.max_grad_norm as every inner step.
     """
-    policy = PolicyStack([dict(weights)], network.normalize, network.normalizer_epsilon, device)
-    generator = torch.Generator().manual_seed(query_seed(seed))
+    cfg, network, hyper = request.ppo, request.network, request.hyper or Hyper.of(request.ppo)
+    epsilon = network.normalizer_epsilon
+    policy = PolicyStack([dict(weights)], network.normalize, epsilon, request.device)
+    # a seed of its own for the fresh buffer, not the training's
+    query_seed = int(np.random.SeedSequence([request.seed, _QUERY]).generate_state(1)[0])
+    generator = torch.Generator().manual_seed(query_seed)
     collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon)
     rollout = collector.collect(max(math.ceil(cfg.buffer_size / collector.num_agents), 1))
     if cfg.ratio == "per_dimension":
