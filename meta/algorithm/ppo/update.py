@@ -186,16 +186,13 @@ def hyper_tensors(hypers: list[Hyper], device: torch.device) -> dict[str, torch.
     """Each member's learning rate, beta, epsilon and clip bounds as (k,) tensors; the bounds
     rounded once from 1 ∓ epsilon, as a clip at Python numbers rounds them; the learning
     rate and beta in float64 on the CPU, as a single network's optimizer and loss take them."""
-
-    def column(values: list[float]) -> torch.Tensor:
-        return torch.tensor(values, device=device)
-
+    epsilons = [h.epsilon for h in hypers]
     return {
         "learning_rate": torch.tensor([h.learning_rate for h in hypers], dtype=torch.float64),
         "beta": torch.tensor([h.beta for h in hypers], dtype=torch.float64),
-        "epsilon": column([h.epsilon for h in hypers]),
-        "low": column([1.0 - h.epsilon for h in hypers]),
-        "high": column([1.0 + h.epsilon for h in hypers]),
+        "epsilon": torch.tensor(epsilons, device=device),
+        "low": torch.tensor([1.0 - e for e in epsilons], device=device),
+        "high": torch.tensor([1.0 + e for e in epsilons], device=device),
     }
 
 
@@ -229,8 +226,6 @@ def flat_buffer(
 
     def rows(column: Callable[[int, Rollout], torch.Tensor]) -> torch.Tensor:
         parts = [None if r is None else r.buffer_rows(column(i, r)) for i, r in enumerate(rollouts)]
-        if whole:
-            return torch.stack(parts).to(policy.device)  # type: ignore[arg-type]
         shape = next(p for p in parts if p is not None).shape[1:]
         out = torch.zeros(len(parts), max(lengths), *shape)
         for i, part in enumerate(parts):
