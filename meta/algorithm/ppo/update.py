@@ -98,14 +98,13 @@ def revalued(policy: PolicyStack, rollouts: list[Rollout]) -> list[Rollout]:
     """Every buffer's values and next-state values estimated again by its member."""
     steps, n = rollouts[0].rewards.shape
     every = torch.stack(
-        [torch.cat([r.obs.reshape(steps * n, -1), r.bootstrap.last_obs]) for r in rollouts]  # type: ignore[union-attr]
+        [torch.cat([r.obs.reshape(steps * n, -1), r.bootstrap.last_obs]) for r in rollouts]
     ).to(policy.device)
     with torch.no_grad():
         values = policy.values(every).cpu()
     out = []
     for i, r in enumerate(rollouts):
         b = r.bootstrap
-        assert b is not None
         member = values[i].reshape(steps + 1, n)
         value_of = partial(policy.member_value, i)
         next_values = next_state_values(value_of, member, b.ended, b.pieces, policy.device)
