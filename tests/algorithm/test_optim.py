@@ -16,13 +16,14 @@ from torch.optim.adam import adam
 
 import envs
 from meta.algorithm.ppo import optim
-from meta.algorithm.ppo.loss import ADAM_EPS
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.optim import StackOptimizer, optimizer_steps
 from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.config.ppo import NetworkConfig, PPOConfig
 from tests.algorithm.stacking import optimizer_for, stack_of
 from tests.algorithm.test_stacks import TOLERANCE
+
+ADAM_EPS = PPOConfig().adam_epsilon
 
 Make = Callable[[Policy, float], torch.optim.Optimizer]
 TORCH: dict[str, Make] = {
