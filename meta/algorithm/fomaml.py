@@ -1,11 +1,4 @@
-"""First-order MAML (Nichol et al. 2018, section 5) on state_dicts, beside Reptile.
-
-After the inner training from theta gives phi_i on task i, FOMAML's meta-gradient g_i is the
-gradient of the inner PPO loss at phi_i on fresh experience of the same task (one more buffer,
-collected by phi_i); theta <- theta - epsilon * mean_i g_i, with Reptile's outer step size and
-schedule. The observation normaliser is not trained by gradients: its statistics move towards
-the trained ones as Reptile moves them, by min(epsilon, 1).
-"""
+"""First-order MAML (Nichol et al. 2018, section 5) on state_dicts (docs/algorithms.md)."""
 
 from __future__ import annotations
 
@@ -79,14 +72,6 @@ def fomaml_update(
         mean = torch.stack([g[key] for g in gradients]).mean(0)
         out[key] = theta[key] - step_size * mean
     statistics = [k for k in theta if k.startswith(NORMALIZER_PREFIX)]
-    if statistics:
-        moved = interpolate(
-            {k: theta[k] for k in statistics},
-            {k: torch.stack([w[k] for w in trained]).mean(0) for k in statistics},
-            min(step_size, 1.0),
-        )
-        out.update(moved)
-    missing = set(theta) - set(out)
-    if missing:
-        raise ValueError(f"fomaml: no gradient for {sorted(missing)[:3]}")
+    target = {k: torch.stack([w[k] for w in trained]).mean(0) for k in statistics}
+    out.update(interpolate({k: theta[k] for k in statistics}, target, min(step_size, 1.0)))
     return {k: out[k] for k in theta}

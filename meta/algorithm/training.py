@@ -88,8 +88,7 @@ def train_requests(
         if not games[i]:
             return None
         r = requests[i]
-        state = r.self_play_state
-        return GameSession(envs[i], member, r.ppo, state, r.seed, generator, timers)
+        return GameSession(envs[i], member, r.ppo, r.self_play_state, r.seed, generator, timers)
 
     stack = Stack(
         starts=starts,

@@ -54,10 +54,8 @@ Collecting = Collector | PieceCollector
 class Session(Protocol):
     """A member's collection with what a trainer adds around PPO (a game's ghost)."""
 
-    @property
-    def collector(self) -> Collector:
-        """What steps the member's environment."""
-        ...
+    collector: Collector
+    """What steps the member's environment."""
 
     def updated(self) -> None:
         """The member's weights changed (after an update)."""
@@ -264,13 +262,8 @@ def _collection(
         episodes, agents = [c.episodes for c in collectors], {c.num_agents for c in collectors}
     if len(agents) != 1:
         raise ValueError(AGENT_COUNTS)
-    return (
-        collectors,
-        episodes,
-        sessions,
-        successes,
-        max(math.ceil(cfg.buffer_size / agents.pop()), 1),
-    )
+    horizon = max(math.ceil(cfg.buffer_size / agents.pop()), 1)  # steps per buffer
+    return collectors, episodes, sessions, successes, horizon
 
 
 def make_optimizer(policy: PolicyStack, cfg: PPOConfig) -> StackOptimizer:

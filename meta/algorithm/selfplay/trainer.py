@@ -126,8 +126,9 @@ class Game(Agents):
         return FrozenPolicy(weights, self.policy.normalize, self.policy.epsilon)
 
     def step(self, c: Collection, clipped: np.ndarray, t: int) -> None:
-        """The opponent's actions beside the learning team's, one step, the ghost's counters;
-        after a team change, the environment reset."""
+        """The opponent's actions beside the learning team's, one step (the learning team's
+        rewards, ends and cuts, its games' results), the ghost's counters; after a team change,
+        the environment reset."""
         learner, n = self.ghost.learning_team, len(self.first)
         moves = np.empty((2, n, self.action_size), np.float32)
         moves[learner] = clipped[0]
@@ -137,32 +138,10 @@ class Game(Agents):
         for team, name in enumerate(self.behaviors):
             self.env.set_actions(name, ActionTuple(continuous=moves[team]))
         self.env.step()
-        self._record(c, t, learner, [self.env.get_steps(name) for name in self.behaviors])
-        team_changed, swapped = self.ghost.advance(n, n)
-        if swapped:
-            self.opponent = self._load_opponent()
-        if team_changed:
-            rows = np.flatnonzero(~c.ended[0, t])
-            c.cuts.append((t, np.zeros(len(rows), np.int64), rows, self.obs[learner][rows]))
-            c.restarted[0] = True
-            self.env.reset()
-            steps = [self.env.get_steps(name)[0] for name in self.behaviors]
-            self._same_agents(steps, "on reset")
-            self.obs = np.stack([d.obs[0] for d in steps])
-        c.obs[0] = self.obs[self.ghost.learning_team]
-
-    def _same_agents(self, decisions: list, when: str) -> None:
-        """RuntimeError unless each team's deciding agents are those it had."""
-        for team, decision in enumerate(decisions):
-            if not np.array_equal(decision.agent_id, self.agent_ids[team]):
-                raise RuntimeError(f"agents changed {when}: every agent must decide every step")
-
-    def _record(self, c: Collection, t: int, learner: int, steps: list) -> None:
-        """One step's rewards, ends and cuts of the learning team, and its games' results."""
+        steps = [self.env.get_steps(name) for name in self.behaviors]
         self._same_agents([decision for decision, _ in steps], "between steps")
         decision, terminal = steps[learner]
         c.record(0, t, decision, terminal, self.indexes[learner])
-        n = len(self.first)
         results = [result_of(r) for r in terminal.reward.tolist()]
         self.results.extend(results)
         # ML-Agents rates only games that ended: a time-out (interrupted) moves no rating.
@@ -171,3 +150,21 @@ class Game(Agents):
         self.ratings.extend((self.agent_steps + n, elo) for elo in rated)
         self.agent_steps += n
         self.obs = np.stack([d.obs[0] for d, _ in steps])
+        team_changed, swapped = self.ghost.advance(n, n)
+        if swapped:
+            self.opponent = self._load_opponent()
+        if team_changed:
+            rows = np.flatnonzero(~c.ended[0, t])
+            c.cuts.append((t, np.zeros(len(rows), np.int64), rows, self.obs[learner][rows]))
+            c.restarted[0] = True
+            self.env.reset()
+            decisions = [self.env.get_steps(name)[0] for name in self.behaviors]
+            self._same_agents(decisions, "on reset")
+            self.obs = np.stack([d.obs[0] for d in decisions])
+        c.obs[0] = self.obs[self.ghost.learning_team]
+
+    def _same_agents(self, decisions: list, when: str) -> None:
+        """RuntimeError unless each team's deciding agents are those it had."""
+        for team, decision in enumerate(decisions):
+            if not np.array_equal(decision.agent_id, self.agent_ids[team]):
+                raise RuntimeError(f"agents changed {when}: every agent must decide every step")
