@@ -1,11 +1,4 @@
-"""First-order MAML (Nichol et al. 2018, section 5) on state_dicts, beside Reptile.
-
-After the inner training from theta gives phi_i on task i, FOMAML's meta-gradient g_i is the
-gradient of the inner PPO loss at phi_i on fresh experience of the same task (one more buffer,
-collected by phi_i); theta <- theta - epsilon * mean_i g_i, with Reptile's outer step size and
-schedule. The observation normaliser is not trained by gradients: its statistics move towards
-the trained ones as Reptile moves them, by min(epsilon, 1).
-"""
+"""First-order MAML (Nichol et al. 2018, section 5) on state_dicts (docs/algorithms.md)."""
 
 from __future__ import annotations
 
@@ -25,8 +18,7 @@ from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.update import buffer_gradient
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.reptile import NORMALIZER_PREFIX, interpolate
-from meta.algorithm.request import TrainResult
-from meta.config.ppo import NetworkConfig, PPOConfig
+from meta.algorithm.request import TrainRequest, TrainResult
 
 _QUERY = 0x0F0A
 
@@ -43,28 +35,22 @@ class FOMAML(Reptile):
         return fomaml_update(theta, [r.weights for r in results], gradients, outer_lr)
 
 
-def query_seed(seed: int) -> int:
-    """Seed of the fresh buffer the meta-gradient is measured on (not the training's)."""
-    return int(np.random.SeedSequence([seed, _QUERY]).generate_state(1)[0])
-
-
 def meta_gradient(
-    env: AgentEnvironment,
-    weights: Mapping[str, torch.Tensor],
-    network: NetworkConfig,
-    cfg: PPOConfig,
-    hyper: Hyper,
-    seed: int,
-    device: str = "cpu",
+    request: TrainRequest, env: AgentEnvironment, weights: Mapping[str, torch.Tensor]
 ) -> tuple[Weights, int]:
-    """The gradient of PPO's loss at `weights` on one fresh buffer; and its agent-steps.
+    """The gradient of PPO's loss at the request's trained `weights` on one fresh buffer; and
+    its agent-steps.
 
     The buffer is collected by the trained policy from a reset of `env`; the loss is the inner
     training's (clipped surrogate at ratio 1, entropy, clipped value loss, advantages
-    normalised over the buffer), its gradient clipped to cfg.max_grad_norm as every inner step.
+    normalised over the buffer), its gradient clipped to ppo.max_grad_norm as every inner step.
     """
-    policy = PolicyStack([dict(weights)], network.normalize, network.normalizer_epsilon, device)
-    generator = torch.Generator().manual_seed(query_seed(seed))
+    cfg, network, hyper = request.ppo, request.network, request.hyper or Hyper.of(request.ppo)
+    epsilon = network.normalizer_epsilon
+    policy = PolicyStack([dict(weights)], network.normalize, epsilon, request.device)
+    # a seed of its own for the fresh buffer, not the training's
+    query_seed = int(np.random.SeedSequence([request.seed, _QUERY]).generate_state(1)[0])
+    generator = torch.Generator().manual_seed(query_seed)
     collector = Collector(env, BEHAVIOR_NAME, policy, generator, cfg.time_horizon)
     rollout = collector.collect(max(math.ceil(cfg.buffer_size / collector.num_agents), 1))
     if cfg.ratio == "per_dimension":
@@ -86,14 +72,6 @@ def fomaml_update(
         mean = torch.stack([g[key] for g in gradients]).mean(0)
         out[key] = theta[key] - step_size * mean
     statistics = [k for k in theta if k.startswith(NORMALIZER_PREFIX)]
-    if statistics:
-        moved = interpolate(
-            {k: theta[k] for k in statistics},
-            {k: torch.stack([w[k] for w in trained]).mean(0) for k in statistics},
-            min(step_size, 1.0),
-        )
-        out.update(moved)
-    missing = set(theta) - set(out)
-    if missing:
-        raise ValueError(f"fomaml: no gradient for {sorted(missing)[:3]}")
+    target = {k: torch.stack([w[k] for w in trained]).mean(0) for k in statistics}
+    out.update(interpolate({k: theta[k] for k in statistics}, target, min(step_size, 1.0)))
     return {k: out[k] for k in theta}

@@ -44,17 +44,8 @@ class Joint(MetaLearner):
         self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
     ) -> list[Task]:
         """The tasks trained together this meta-step."""
-        return [self._task(sampler, rng, env_params) for _ in range(self.task_count)]
-
-    @property
-    def task_count(self) -> int:
-        """Tasks per meta-step."""
-        return self.cfg.meta.joint_tasks
-
-    def _task(
-        self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
-    ) -> Task:
-        return sampler.sample(rng).with_params(env_params)
+        count = self.cfg.meta.joint_tasks
+        return [sampler.sample(rng).with_params(env_params) for _ in range(count)]
 
     def requests(
         self,
@@ -64,21 +55,19 @@ class Joint(MetaLearner):
         hyper: Hyper,
         self_play_state: SelfPlayState | None,
     ) -> list[TrainRequest]:
-        """One chunk of the run: its linear schedules pick up where the last chunk stopped."""
-        cfg = self.cfg
-        chunk = replace(cfg.ppo, max_steps=cfg.ppo.max_steps * cfg.meta.meta_batch_size)
+        """One chunk of the run: its linear schedules pick up where the last chunk stopped
+        (chunk k of one run of meta.steps chunks, annealed over all of it)."""
+        cfg, meta, start = self.cfg, self.cfg.meta, Hyper.of(self.cfg.ppo)
+        chunk = replace(cfg.ppo, max_steps=cfg.ppo.max_steps * meta.meta_batch_size)
+        schedule = RunSchedule(start, start, 0, 1)  # not annealed: constant
+        if meta.anneal:
+            floors = Hyper(meta.learning_rate_floor, meta.beta_floor, meta.epsilon_floor)
+            steps = chunk.max_steps
+            schedule = RunSchedule(start, floors, k * steps, meta.steps * steps)
         request = self._request(
             theta, tuple(tasks), inner_seed(cfg.seed, k, 0), hyper, self_play_state
         )
-        return [replace(request, ppo=chunk, schedule=self._schedule(k, chunk.max_steps))]
-
-    def _schedule(self, k: int, chunk_steps: int) -> RunSchedule:
-        """Chunk k of one run of meta.steps chunks, annealed over all of it."""
-        meta, start = self.cfg.meta, Hyper.of(self.cfg.ppo)
-        if not meta.anneal:
-            return RunSchedule(start, start, 0, 1)  # the floors are the values: constant
-        floors = Hyper(meta.learning_rate_floor, meta.beta_floor, meta.epsilon_floor)
-        return RunSchedule(start, floors, k * chunk_steps, meta.steps * chunk_steps)
+        return [replace(request, ppo=chunk, schedule=schedule)]
 
     def update(self, theta: Weights, results: list[TrainResult], outer_lr: float) -> Weights:
         """The trained weights: no interpolation."""
@@ -94,14 +83,10 @@ class Single(Joint):
     def check(cls, cfg: Config) -> None:
         """Any backend, games too (one task has its areas to itself)."""
 
-    @property
-    def task_count(self) -> int:
-        """One task per meta-step."""
-        return 1
-
-    def _task(
+    def tasks(
         self, sampler: TaskSampler, rng: np.random.Generator, env_params: dict[str, float]
-    ) -> Task:
+    ) -> list[Task]:
+        """The run's one task, the same every meta-step."""
         sampler.sample(rng)  # the meta-step's draw, as every learner makes it
         task = sampler.sample(np.random.default_rng([self.cfg.seed, _SINGLE]))
-        return task.with_params(env_params)
+        return [task.with_params(env_params)]

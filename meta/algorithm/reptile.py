@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+import envs
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.weights import Weights
 from meta.config import MetaConfig, TaskConfig
@@ -60,8 +61,6 @@ class TaskSampler:
     """Families by weight, then each family's parameters from its ranges, with overrides."""
 
     def __init__(self, tasks: Sequence[TaskConfig], split: str = "train") -> None:
-        import envs
-
         self.tasks = list(tasks)
         self.split = split
         for i, task in enumerate(self.tasks):
@@ -81,15 +80,11 @@ class TaskSampler:
 
     def patches(self) -> list[dict[str, int]]:
         """The patches of a one-family sampler's split, over the parameters it does not fix."""
-        import envs
-
         (task,) = self.tasks
         return envs.family(task.name).patches(self.split, task.params)
 
     def sample(self, rng: np.random.Generator, patch: Mapping[str, int] | None = None) -> Task:
         """Draw one task (within `patch`, for a one-family sampler, if given)."""
-        import envs
-
         task = self.tasks[int(rng.choice(len(self.tasks), p=self.probabilities))]
         params = envs.family(task.name).sample_params(rng, self.split, patch)
         for name, value in task.params.items():
@@ -103,8 +98,6 @@ class TaskSampler:
 
 def _check_param(where: str, family: str, name: str, value: object) -> None:
     """A fixed value or a [low, high] range within the family's bounds; ValueError otherwise."""
-    import envs
-
     if isinstance(value, Sequence) and not isinstance(value, str):
         if len(value) != 2:
             raise ValueError(f"{where}: a range is [low, high], got {len(value)} values")

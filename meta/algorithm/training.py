@@ -7,11 +7,11 @@ one place that knows both (`ppo` never imports `selfplay`, which builds on it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 
 import torch
 
-from envs.interface import AgentEnvironment, TaskEnvironment
+from envs.interface import AgentEnvironment
 from envs.tasks.teams import team_of
 from meta.algorithm.fomaml import meta_gradient
 from meta.algorithm.ppo.hyper import Hyper
@@ -88,8 +88,7 @@ def train_requests(
         if not games[i]:
             return None
         r = requests[i]
-        state = r.self_play_state
-        return GameSession(envs[i], member, r.ppo, state, r.seed, generator, timers)
+        return GameSession(envs[i], member, r.ppo, r.self_play_state, r.seed, generator, timers)
 
     stack = Stack(
         starts=starts,
@@ -111,12 +110,14 @@ def train_requests(
         kept = done.optimizer_state(i) if request.returns_optimizer else None
         state = done.left if games[i] else request.self_play_state
         assert state is None or isinstance(state, dict)
-        result = TrainResult(
-            done.weights, done.stats, done.updates, kept, state, snapshots=done.snapshots
-        )  # type: ignore[arg-type]
-        if request.meta_gradient:
+        gradient, stats = None, done.stats
+        if request.meta_gradient:  # FOMAML's, its buffer counted in the training's steps
             with timers.scope("meta_gradient"):
-                result = _with_meta_gradient(request, envs[i], result)
+                gradient, steps = meta_gradient(request, envs[i], done.weights)
+            stats = {**stats, "steps": stats["steps"] + steps}
+        result = TrainResult(
+            done.weights, stats, done.updates, kept, state, gradient, done.snapshots
+        )
         results.append(result)
     return results
 
@@ -158,18 +159,6 @@ def start_policy(request: TrainRequest, env: AgentEnvironment) -> Policy:
         with torch.no_grad():
             policy.log_std.fill_(request.log_std)
     return policy
-
-
-def _with_meta_gradient(
-    request: TrainRequest, env: TaskEnvironment | AgentEnvironment, result: TrainResult
-) -> TrainResult:
-    """The result with FOMAML's meta-gradient, its buffer counted in the training's steps."""
-    hyper = request.hyper or Hyper.of(request.ppo)
-    gradient, steps = meta_gradient(
-        env, result.weights, request.network, request.ppo, hyper, request.seed, request.device
-    )
-    stats = {**result.stats, "steps": result.stats["steps"] + steps}
-    return replace(result, meta_gradient=gradient, stats=stats)
 
 
 def is_game(env: AgentEnvironment, cfg: PPOConfig) -> bool:

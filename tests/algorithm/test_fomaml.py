@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -12,9 +13,9 @@ import torch
 
 import envs
 from meta.algorithm.fomaml import fomaml_update, meta_gradient
-from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.registry import validate
+from meta.algorithm.request import TrainRequest
 from meta.config import Config
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.trainer import MetaTrainer, plan_training, train
@@ -44,18 +45,16 @@ def test_meta_gradient_is_ppo_gradient_at_the_weights_clipped_and_seeded() -> No
     env = envs.make("FindTarget", num_areas=8, seed=1)
     network, ppo = NetworkConfig(hidden_units=16), PPOConfig(buffer_size=64, max_grad_norm=0.5)
     weights = policy_for(env, network, seed=3).state_dict()
-    grad, steps = meta_gradient(env, weights, network, ppo, Hyper.of(ppo), seed=7)
+    request = TrainRequest((), None, 7, ppo, network)
+    grad, steps = meta_gradient(request, env, weights)
     assert steps == 64
     assert set(grad) == {k for k in weights if not k.startswith("normalizer.")}
     norm = torch.sqrt(sum(g.square().sum() for g in grad.values()))
     assert 0.0 < float(norm) <= 0.5 + 1e-5
-    again, _ = meta_gradient(
-        envs.make("FindTarget", num_areas=8, seed=1), weights, network, ppo, Hyper.of(ppo), seed=7
-    )
+    again, _ = meta_gradient(request, envs.make("FindTarget", num_areas=8, seed=1), weights)
     assert all(torch.equal(grad[k], again[k]) for k in grad)
-    other, _ = meta_gradient(
-        envs.make("FindTarget", num_areas=8, seed=1), weights, network, ppo, Hyper.of(ppo), seed=8
-    )
+    other_seed = dataclasses.replace(request, seed=8)
+    other, _ = meta_gradient(other_seed, envs.make("FindTarget", num_areas=8, seed=1), weights)
     assert not all(torch.equal(grad[k], other[k]) for k in grad)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -16,7 +17,7 @@ from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.pieces import dimension_log_probs
 from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy, policy_for
-from meta.algorithm.ppo.rollout import Collector, Rollout
+from meta.algorithm.ppo.rollout import Bootstrap, Collector, Rollout
 from meta.algorithm.ppo.update import flat_buffer, minibatches
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.observe.tags import LEARNING_RATE, POLICY_LOSS
@@ -83,6 +84,7 @@ def _rollout_of(advantages: list[float]) -> Rollout:
         rewards=torch.tensor(advantages)[:, None],
         next_values=torch.zeros(n, 1),
         boundaries=torch.ones(n, 1),
+        bootstrap=Bootstrap(torch.zeros(1, 3), np.zeros((n, 1), bool), []),
     )
 
 

@@ -17,9 +17,6 @@ from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import gaussian_log_prob
 from meta.config.ppo import PPOConfig
 
-ADAM_EPS = 1e-7
-"""Adam's epsilon unless ppo.adam_epsilon says otherwise; ML-Agents 1.1.0 keeps torch's 1e-8."""
-
 Batch = dict[str, torch.Tensor]
 
 

@@ -1,9 +1,9 @@
 """The optimizer of a stack: Adam or SGD, each member with its own learning rate and state.
 
-A stack of one steps through torch.optim's step functions, a stack of several through the same
-formulas over the stacked parameters (foreach); neither builds a ``torch.optim.Optimizer``,
-whose methods import ``torch._dynamo`` (about 2 s a process). The step functions are private
-to torch: pyproject.toml bounds torch and a test checks their signatures.
+A stack of one steps as torch.optim does (Adam through its step function), a stack of several
+through the same formulas over the stacked parameters (foreach); neither builds a
+``torch.optim.Optimizer``, whose methods import ``torch._dynamo`` (about 2 s a process). Adam's
+step function is private to torch: pyproject.toml bounds torch and a test checks its signature.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 from torch.optim.adam import adam
-from torch.optim.sgd import sgd
 
 OptimizerState = dict[str, Any]
 """An optimizer's state_dict (Adam's moments and step counts), on the CPU."""
@@ -181,23 +180,9 @@ class StackOptimizer:
             grads: list[torch.Tensor] = [p.grad for p in params]  # type: ignore[misc]
             if not params:
                 continue
-            if self.kind == "sgd":
-                sgd(
-                    params,
-                    grads,
-                    [],
-                    has_sparse_grad=False,
-                    foreach=None,
-                    fused=None,
-                    grad_scale=None,
-                    found_inf=None,
-                    weight_decay=0,
-                    momentum=0,
-                    lr=lr / scale**2,
-                    dampening=0,
-                    nesterov=False,
-                    maximize=False,
-                )
+            if self.kind == "sgd":  # torch.optim.sgd's step without momentum
+                for param, grad in zip(params, grads, strict=True):
+                    param.add_(grad, alpha=-lr / scale**2)
                 continue
             adam(
                 params,

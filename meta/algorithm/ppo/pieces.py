@@ -7,7 +7,6 @@ each agent's pieces (docs/mlagents-fidelity.md, rows 2 and 8, says what ML-Agent
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -15,7 +14,7 @@ import torch
 
 from meta.algorithm.ppo.network import NORMALIZER, PolicyStack
 from meta.algorithm.ppo.policy import gaussian_log_prob
-from meta.algorithm.ppo.rollout import Bootstrap, Collector, EpisodeLog, Rollout
+from meta.algorithm.ppo.rollout import Bootstrap, Collector, Rollout
 from meta.config.ppo import PPOConfig
 
 COLUMNS = ("obs", "actions", "log_probs", "values", "rewards", "next_values", "boundaries")
@@ -26,6 +25,7 @@ class PieceCollector:
 
     def __init__(self, collector: Collector, policy: PolicyStack, cfg: PPOConfig) -> None:
         self.collector, self.policy = collector, policy
+        self.num_agents, self.episodes = collector.num_agents, collector.episodes
         self.buffer_size = cfg.buffer_size
         self.per_dimension = cfg.ratio == "per_dimension"
         self.carry: Rollout | None = None
@@ -38,16 +38,6 @@ class PieceCollector:
             else None
         )
         """With the normaliser on: the pieces taken into it one step at a time, as completed."""
-
-    @property
-    def num_agents(self) -> int:
-        """Agents stepped per environment step."""
-        return self.collector.num_agents
-
-    @property
-    def episodes(self) -> EpisodeLog:
-        """The episodes finished so far."""
-        return self.collector.episodes
 
     def collect(self, steps: int) -> Rollout:
         """The next buffer: steps until the pieces completed exceed buffer_size (`steps`, the
@@ -75,8 +65,10 @@ class PieceCollector:
             parts.append(part)
             window += ahead
         fresh = concat(parts)
-        if self.per_dimension and normaliser is not None:
-            fresh = dimension_log_probs(self.policy, fresh, normaliser.acted_features(fresh))
+        if self.per_dimension and normaliser is not None:  # each step's by what it acted with
+            acted = torch.tensor(normaliser.acted).repeat_interleave(n)
+            features = normaliser.features(fresh.obs.flatten(0, 1), acted)
+            fresh = dimension_log_probs(self.policy, fresh, features)
         whole = concat([*carried, fresh])
         t = np.arange(window)[:, None]
         buffer = replace(whole, valid=torch.from_numpy((t >= self.first) & (t <= last)))
@@ -157,16 +149,10 @@ class PieceNormaliser:
         x = (obs - mean) * torch.rsqrt(var + self.policy.epsilon)
         return x.clamp(-5.0, 5.0).to(self.policy.device)
 
-    def acted_features(self, fresh: Rollout) -> Callable[[torch.Tensor], torch.Tensor]:
-        """The features of `fresh`'s observations (the steps this buffer took, as rows) by the
-        normaliser each step was acted with."""
-        snapshot = torch.tensor(self.acted).repeat_interleave(fresh.rewards.shape[1])
-        return lambda obs: self.features(obs, snapshot)
-
     def valued(self, buffer: Rollout) -> Rollout:
         """The buffer's values and next-state values, each piece's by the policy now with the
         normaliser right after the piece went in."""
-        assert buffer.valid is not None and buffer.bootstrap is not None
+        assert buffer.valid is not None
         steps, n = buffer.rewards.shape
         at = torch.from_numpy(np.concatenate([np.full(len(a), t) for t, a, _ in self.ends]))
         agents = torch.from_numpy(np.concatenate([a for _, a, _ in self.ends]))
@@ -178,11 +164,9 @@ class PieceNormaliser:
         owner = numbered.flip(0).cummin(0).values.flip(0)[buffer.valid]
         final = torch.cat([buffer.obs[1:], buffer.bootstrap.last_obs[None]])[at, agents]
         terminal = torch.from_numpy(buffer.bootstrap.ended)[at, agents]
-        slot = torch.full((steps, n), -1, dtype=torch.int64)
-        slot[at, agents] = torch.arange(pieces)
         for t, rows, last in buffer.bootstrap.pieces:  # time-outs: from their last observation
-            where = slot[t, torch.from_numpy(rows)]
-            kept = where >= 0  # the carry's time-outs were valued with the last buffer
+            where = numbered[t, torch.from_numpy(rows)]
+            kept = where < pieces  # the carry's time-outs were valued with the last buffer
             final[where[kept]] = torch.from_numpy(last)[kept]
             terminal[where[kept]] = False
         with torch.no_grad():
@@ -203,8 +187,7 @@ def concat(parts: list[Rollout]) -> Rollout:
         return parts[0]
     columns = {name: torch.cat([getattr(p, name) for p in parts]) for name in COLUMNS}
     offsets = np.cumsum([0, *(len(p.rewards) for p in parts)])
-    boots = [p.bootstrap for p in parts if p.bootstrap is not None]
-    assert len(boots) == len(parts)
+    boots = [p.bootstrap for p in parts]
     pieces = [
         (t + int(o), i, obs) for b, o in zip(boots, offsets, strict=False) for t, i, obs in b.pieces
     ]
@@ -215,16 +198,13 @@ def concat(parts: list[Rollout]) -> Rollout:
 def time_slice(rollout: Rollout, start: int) -> Rollout:
     """The rollout from step `start` on."""
     b = rollout.bootstrap
-    assert b is not None
     columns = {name: getattr(rollout, name)[start:] for name in COLUMNS}
     pieces = [(t - start, i, obs) for t, i, obs in b.pieces if t >= start]
     return Rollout(**columns, bootstrap=Bootstrap(b.last_obs, b.ended[start:], pieces))
 
 
 def dimension_log_probs(
-    policy: PolicyStack,
-    rollout: Rollout,
-    features: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    policy: PolicyStack, rollout: Rollout, features: torch.Tensor | None = None
 ) -> Rollout:
     """The buffer with its actions' log-probabilities per dimension, (T, n, actions).
 
@@ -235,7 +215,7 @@ def dimension_log_probs(
     steps, n = rollout.rewards.shape
     obs = rollout.obs.reshape(steps * n, -1)
     with torch.no_grad():
-        x = policy.features(obs.to(policy.device)[None])[0] if features is None else features(obs)
+        x = policy.features(obs.to(policy.device)[None])[0] if features is None else features
         mean = policy.mean_from(x[None])[0]
         actions = rollout.actions.reshape(steps * n, -1).to(mean.device)
         per_dimension = gaussian_log_prob(actions, mean, policy.log_std[0], per_dimension=True)

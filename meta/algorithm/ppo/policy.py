@@ -143,14 +143,10 @@ class FrozenPolicy:
         with torch.no_grad():
             self.shift = weights["normalizer.mean"].clone() if normalize else None
             self.scale = torch.rsqrt(weights["normalizer.var"] + epsilon)
-            self.actor = [
-                (w.detach().t().contiguous(), b.detach().clone())
-                for w, b in layers(weights, "actor.")
-            ]
-            self.critic = [
-                (w.detach().t().contiguous(), b.detach().clone())
-                for w, b in layers(weights, "critic.")
-            ]
+            self.actor, self.critic = (
+                [(w.detach().t().contiguous(), b.detach().clone()) for w, b in layers(weights, net)]
+                for net in ("actor.", "critic.")
+            )
             log_std = weights["log_std"]
             self.std = log_std.exp()
             self.log_prob_base = -(log_std + 0.5 * LOG_2PI).sum()

@@ -86,7 +86,7 @@ class Rollout:
     """Bootstrap value of the next state: V(s'), V(terminal obs) on time-outs, 0 on terminals."""
     boundaries: torch.Tensor
     """1 where the recursion stops after t: episode end or a trajectory cut at time_horizon."""
-    bootstrap: Bootstrap | None = None
+    bootstrap: Bootstrap
     """What the values are estimated from, to estimate them again (revalued)."""
     valid: torch.Tensor | None = None
     """(T, n) bool: the steps that are the buffer's (None: all). Assembled from pieces
@@ -196,9 +196,36 @@ class Collection:
                 after_step(taken, self.trajectory_length[0] == 0, self.episode_length[0] == 0)
         for stack in self.cores:
             stack.deliver()
-        self._log(done)
-        columns = (obs, actions, log_probs, values, boundaries)
-        return [self._rollout(i, value_of, *columns) for i, value_of in enumerate(values_of)]
+        if done:  # each member's finished episodes, in the order of its agents' steps
+            member, returns, lengths = (
+                np.concatenate(column) for column in zip(*done, strict=True)
+            )
+            for i, log in enumerate(self.episodes):
+                log.returns.extend(returns[member == i].tolist())
+                log.lengths.extend(lengths[member == i].tolist())
+        rollouts = []
+        for i, value_of in enumerate(values_of):
+            pieces: Pieces = [
+                (t, agent[mine].astype(np.int64), final[mine])
+                for t, member, agent, final in self.cuts
+                if (mine := member == i).any()
+            ]
+            last_obs = torch.from_numpy(self.obs[i].copy())
+            values[i, -1].copy_(value_of(last_obs.to(self.device)))
+            ended = self.ended[i]
+            rollouts.append(
+                Rollout(
+                    torch.from_numpy(obs[i]),
+                    actions[i],
+                    log_probs[i],
+                    values[i, :-1],
+                    torch.from_numpy(self.rewards[i]),
+                    next_state_values(value_of, values[i], ended, pieces, self.device),
+                    torch.from_numpy(boundaries[i]),
+                    Bootstrap(last_obs, ended, pieces),
+                )
+            )
+        return rollouts
 
     def record(self, i: int, t: int, decision: Any, terminal: Any, index: Any) -> np.ndarray:
         """Member i's step t from its agents' DecisionSteps and TerminalSteps (`index`: their
@@ -216,48 +243,6 @@ class Collection:
         """Hand every member's state back to its environment."""
         for stack in self.cores:
             stack.release()
-
-    def _log(self, done: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
-        """Each member's finished episodes, in the order of its agents' steps."""
-        if not done:
-            return
-        member = np.concatenate([m for m, _, _ in done])
-        returns = np.concatenate([r for _, r, _ in done])
-        lengths = np.concatenate([n for _, _, n in done])
-        for i, log in enumerate(self.episodes):
-            mine = member == i
-            log.returns.extend(returns[mine].tolist())
-            log.lengths.extend(lengths[mine].tolist())
-
-    def _rollout(
-        self,
-        i: int,
-        value_of: ValueFn,
-        obs: np.ndarray,
-        actions: torch.Tensor,
-        log_probs: torch.Tensor,
-        values: torch.Tensor,
-        boundaries: np.ndarray,
-    ) -> Rollout:
-        """Member i's buffer."""
-        pieces: Pieces = []
-        for t, member, agent, final in self.cuts:
-            mine = member == i
-            if mine.any():
-                pieces.append((t, agent[mine].astype(np.int64), final[mine]))
-        last_obs = torch.from_numpy(self.obs[i].copy())
-        values[i, -1].copy_(value_of(last_obs.to(self.device)))
-        ended = self.ended[i]
-        return Rollout(
-            torch.from_numpy(obs[i]),
-            actions[i],
-            log_probs[i],
-            values[i, :-1],
-            torch.from_numpy(self.rewards[i]),
-            next_state_values(value_of, values[i], ended, pieces, self.device),
-            torch.from_numpy(boundaries[i]),
-            Bootstrap(last_obs, ended, pieces),
-        )
 
 
 class Cores:
@@ -374,21 +359,12 @@ class Collector:
     ) -> None:
         """`threads`: torch threads to collect with (default 1 to SERIAL_BATCH agents, else all)."""
         self.policy, self.generator, self.threads = policy, generator, threads
-        self.device = policy.device
         agents = Agents(0, env, behavior) if isinstance(behavior, str) else behavior
         self.collection = Collection(
-            [agents], 1, len(agents.first), time_horizon, timers or NullTimers(), self.device
+            [agents], 1, len(agents.first), time_horizon, timers or NullTimers(), policy.device
         )
-
-    @property
-    def num_agents(self) -> int:
-        """Agents stepped together."""
-        return self.collection.n
-
-    @property
-    def episodes(self) -> EpisodeLog:
-        """The episodes finished so far."""
-        return self.collection.episodes[0]
+        self.num_agents, self.episodes = self.collection.n, self.collection.episodes[0]
+        """Agents stepped together, and the episodes they finished so far."""
 
     def collect(self, steps: int, after_step: StepHook | None = None) -> Rollout:
         """Run `steps` environment steps for every agent and return the filled buffer.
@@ -407,8 +383,7 @@ class Collector:
 
         def hook(obs: torch.Tensor, cut: np.ndarray, ended: np.ndarray) -> bool:
             assert after_step is not None
-            changed = after_step(obs, cut, ended)
-            if changed:
+            if changed := after_step(obs, cut, ended):
                 acting[0] = self.policy.frozen()
             return changed
 

@@ -53,10 +53,8 @@ Collecting = Collector | PieceCollector
 class Session(Protocol):
     """A member's collection with what a trainer adds around PPO (a game's ghost)."""
 
-    @property
-    def collector(self) -> Collector:
-        """What steps the member's environment."""
-        ...
+    collector: Collector
+    """What steps the member's environment."""
 
     def updated(self) -> None:
         """The member's weights changed (after an update)."""
@@ -134,11 +132,16 @@ def train_stack(
         stack, envs, policy, generators, session_for, merge
     )
     histories: list[list[dict[str, float]]] = [[] for _ in range(k)]
-    snapshots = [
-        {0: policy.weights(i)} if 0 in (stack.snapshots[i] if stack.snapshots else ()) else {}
-        for i in range(k)
-    ]
-    worker, update_threads = _update_threads(policy.device)
+    kept = stack.snapshots or [()] * k
+    snapshots = [{0: policy.weights(i)} if 0 in kept[i] else {} for i in range(k)]
+    # on CPU each half of the loss runs on one torch thread, side by side if torch may use 2+:
+    # two single-threaded halves beat one two-threaded loss here (no per-kernel thread
+    # hand-off, half the working set per core) and degrade gracefully when another process
+    # takes a core
+    cpu = policy.device.type == "cpu"
+    worker = ThreadPoolExecutor(1) if cpu and torch.get_num_threads() >= 2 else None
+    update_threads = 1 if cpu else torch.get_num_threads()
+    values_of = [partial(policy.member_value, i) for i in range(k)]
     by_pieces = cfg.buffer_assembly == "pieces"
     valued = by_pieces and policy.normalize  # each piece taken in and valued as it completes
     steps = [0] * k
@@ -156,7 +159,15 @@ def train_stack(
                 for i, schedule in enumerate(stack.schedules)
             ]
             before = [len(e.returns) for e in episodes]
-            rollouts = _collect(policy, collectors, generators, horizon, active)
+            rollouts: list[Rollout | None]
+            if isinstance(collectors, Collection):  # their buffers fill alike: all are active
+                act = partial(policy.act, generators=generators)
+                rollouts = collectors.collect(horizon, act, values_of)  # type: ignore[assignment]
+            else:  # member by member, each acting alone
+                rollouts = [
+                    c.collect(horizon) if a else None
+                    for c, a in zip(collectors, active, strict=True)
+                ]
             for i, r in enumerate(rollouts):
                 if r is not None:
                     steps[i] += r.num_steps
@@ -179,11 +190,15 @@ def train_stack(
             for i, update in enumerate(updates):
                 if update is None:
                     continue
-                update.update(buffer_stats(episodes[i], before[i], steps[i], successes[i]))
+                update[STEPS] = float(steps[i])
+                # of the episodes finished during its buffer (NaN: none), as ML-Agents'
+                # summaries are of the steps since the last
+                update[CUMULATIVE_REWARD] = _mean(episodes[i].returns[before[i] :])
+                update[SUCCESS] = successes[i].buffer()
                 histories[i].append(update)
                 if sessions[i] is not None:
                     sessions[i].updated()  # type: ignore[union-attr]
-                if stack.snapshots and len(histories[i]) in stack.snapshots[i]:
+                if len(histories[i]) in kept[i]:
                     snapshots[i][len(histories[i])] = policy.weights(i)
     finally:
         if worker is not None:
@@ -246,13 +261,8 @@ def _collection(
         episodes, agents = [c.episodes for c in collectors], {c.num_agents for c in collectors}
     if len(agents) != 1:
         raise ValueError(AGENT_COUNTS)
-    return (
-        collectors,
-        episodes,
-        sessions,
-        successes,
-        max(math.ceil(cfg.buffer_size / agents.pop()), 1),
-    )
+    horizon = max(math.ceil(cfg.buffer_size / agents.pop()), 1)  # steps per buffer
+    return collectors, episodes, sessions, successes, horizon
 
 
 def make_optimizer(policy: PolicyStack, cfg: PPOConfig) -> StackOptimizer:
@@ -262,47 +272,6 @@ def make_optimizer(policy: PolicyStack, cfg: PPOConfig) -> StackOptimizer:
     return StackOptimizer(
         policy.parameters(), cfg.optimizer, cfg.adam_epsilon, [weight, bias], cfg.action_scale
     )
-
-
-def _collect(
-    policy: PolicyStack,
-    collectors: Collection | list[Collecting],
-    generators: list[torch.Generator],
-    steps: int,
-    active: list[bool],
-) -> list[Rollout | None]:
-    """One buffer of every `active` member (None for the others): of all, the stack acting
-    for all at each step (their buffers fill alike, so all are active), or member by member,
-    each acting alone."""
-    if isinstance(collectors, Collection):
-        values_of = [partial(policy.member_value, i) for i in range(policy.k)]
-        return collectors.collect(steps, lambda obs: policy.act(obs, generators), values_of)  # type: ignore[return-value]
-    return [c.collect(steps) if a else None for c, a in zip(collectors, active, strict=True)]
-
-
-def _update_threads(device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:
-    """On CPU each half of the loss runs on one torch thread, side by side if torch may use 2+.
-
-    Two single-threaded halves beat one two-threaded loss here (no per-kernel thread hand-off,
-    half the working set per core) and degrade gracefully when another process takes a core.
-    """
-    if device.type != "cpu":
-        return None, torch.get_num_threads()
-    return (ThreadPoolExecutor(1) if torch.get_num_threads() >= 2 else None), 1
-
-
-def buffer_stats(
-    episodes: EpisodeLog, before: int, steps: int, successes: SuccessLog | None
-) -> dict[str, float]:
-    """An update's learning-curve point: the agent-steps of its training so far, the mean
-    return and success of the episodes finished during its buffer (NaN: none), as ML-Agents'
-    summaries are of the steps since the last."""
-    success = float("nan") if successes is None else successes.buffer()
-    return {
-        STEPS: float(steps),
-        CUMULATIVE_REWARD: _mean(episodes.returns[before:]),
-        SUCCESS: success,
-    }
 
 
 class SuccessLog:

@@ -98,14 +98,13 @@ def revalued(policy: PolicyStack, rollouts: list[Rollout]) -> list[Rollout]:
     """Every buffer's values and next-state values estimated again by its member."""
     steps, n = rollouts[0].rewards.shape
     every = torch.stack(
-        [torch.cat([r.obs.reshape(steps * n, -1), r.bootstrap.last_obs]) for r in rollouts]  # type: ignore[union-attr]
+        [torch.cat([r.obs.reshape(steps * n, -1), r.bootstrap.last_obs]) for r in rollouts]
     ).to(policy.device)
     with torch.no_grad():
         values = policy.values(every).cpu()
     out = []
     for i, r in enumerate(rollouts):
         b = r.bootstrap
-        assert b is not None
         member = values[i].reshape(steps + 1, n)
         value_of = partial(policy.member_value, i)
         next_values = next_state_values(value_of, member, b.ended, b.pieces, policy.device)
@@ -143,25 +142,23 @@ def ppo_update(
         counts += mask
     means = (sums / counts.clamp_min(1.0)).tolist()
     out: list[dict[str, float] | None] = []
-    for i, r in enumerate(rollouts):
-        if r is None:
+    for i, (r, hyper_i, returns_i) in enumerate(zip(rollouts, hypers, returns, strict=True)):
+        if r is None or returns_i is None:
             out.append(None)
             continue
         policy_loss, value_loss, entropy, approx_kl, clip_fraction = (row[i] for row in means)
+        fit = explained_variance(r.buffer_rows(r.values), r.buffer_rows(returns_i))
         out.append(
             {
                 POLICY_LOSS: policy_loss,
                 VALUE_LOSS: value_loss,
                 ENTROPY: entropy,
-                LEARNING_RATE: hypers[i].learning_rate,
-                BETA: hypers[i].beta,
-                EPSILON: hypers[i].epsilon,
+                LEARNING_RATE: hyper_i.learning_rate,
+                BETA: hyper_i.beta,
+                EPSILON: hyper_i.epsilon,
                 APPROX_KL: approx_kl,
                 CLIP_FRACTION: clip_fraction,
-                EXPLAINED_VARIANCE: explained_variance(
-                    r.buffer_rows(r.values),
-                    r.buffer_rows(returns[i]),  # type: ignore[arg-type]
-                ),
+                EXPLAINED_VARIANCE: fit,
             }
         )
     return out
@@ -186,16 +183,13 @@ def hyper_tensors(hypers: list[Hyper], device: torch.device) -> dict[str, torch.
     """Each member's learning rate, beta, epsilon and clip bounds as (k,) tensors; the bounds
     rounded once from 1 ∓ epsilon, as a clip at Python numbers rounds them; the learning
     rate and beta in float64 on the CPU, as a single network's optimizer and loss take them."""
-
-    def column(values: list[float]) -> torch.Tensor:
-        return torch.tensor(values, device=device)
-
+    epsilons = [h.epsilon for h in hypers]
     return {
         "learning_rate": torch.tensor([h.learning_rate for h in hypers], dtype=torch.float64),
         "beta": torch.tensor([h.beta for h in hypers], dtype=torch.float64),
-        "epsilon": column([h.epsilon for h in hypers]),
-        "low": column([1.0 - h.epsilon for h in hypers]),
-        "high": column([1.0 + h.epsilon for h in hypers]),
+        "epsilon": torch.tensor(epsilons, device=device),
+        "low": torch.tensor([1.0 - e for e in epsilons], device=device),
+        "high": torch.tensor([1.0 + e for e in epsilons], device=device),
     }
 
 
@@ -229,8 +223,6 @@ def flat_buffer(
 
     def rows(column: Callable[[int, Rollout], torch.Tensor]) -> torch.Tensor:
         parts = [None if r is None else r.buffer_rows(column(i, r)) for i, r in enumerate(rollouts)]
-        if whole:
-            return torch.stack(parts).to(policy.device)  # type: ignore[arg-type]
         shape = next(p for p in parts if p is not None).shape[1:]
         out = torch.zeros(len(parts), max(lengths), *shape)
         for i, part in enumerate(parts):
@@ -286,10 +278,7 @@ def minibatches(
     alike = len(set(lengths)) == 1
     batches = [max(length // batch_size, 1) if length else 0 for length in lengths]
     for _ in range(cfg.num_epoch):
-        orders = [
-            torch.randperm(length, generator=g) if length else torch.zeros(0, dtype=torch.int64)
-            for g, length in zip(generators, lengths, strict=True)
-        ]
+        orders = [torch.randperm(n, generator=g) for g, n in zip(generators, lengths, strict=True)]
         if not alike:
             orders = [torch.cat([o, o.new_zeros(width - len(o))]) for o in orders]
         # gathered once per epoch; minibatches are then contiguous slices
@@ -326,7 +315,7 @@ def gradient_step(
     The forward and backward run by pieces of PIECE to 2·PIECE−1 members (one piece below
     that), then one clip and one optimizer step for all: a piece's activations stay in the
     cache, and a member's bits do not depend on the piece it is in. A member that sits out
-    has its gradient zeroed and does not step.
+    does not step (its weights and moments stay as they are).
     """
     parts = pieces(policy.k, PIECE)
     whole = len(parts) == 1
@@ -339,11 +328,6 @@ def gradient_step(
         actor, value = backward_halves(members, chunk, cfg, mine, losses, worker)
         actor_stats.append(actor)
         value_losses.append(value)
-    if active is not None:
-        idle = torch.tensor([not a for a in active], device=policy.device)
-        for p in policy.parameters():
-            if p.grad is not None:
-                p.grad.masked_fill_(idle.view(-1, *([1] * (p.ndim - 1))), 0.0)
     clip_grad_norms(policy.parameters(), cfg.max_grad_norm)
     optimizer.step(hyper["learning_rate"].tolist(), active)
     policy_loss, entropy, approx_kl, clip_fraction = torch.cat(actor_stats, 1)
@@ -382,8 +366,7 @@ def backward_halves(
 
 @cache
 def compiled_losses() -> tuple[Loss, Loss]:
-    """Both halves' losses compiled once per process (inductor), their backward too: the
-    elementwise work of the SiLUs, the losses and their gradients fused into a few kernels
-    around the matrix products. Shapes are symbolic (`dynamic=True`): one graph serves stack
-    sizes, batches and widths, and a member's bits do not depend on its stack or the threads."""
+    """Both halves' losses and their backward compiled once per process (inductor, symbolic
+    shapes: docs/performance.md, "Compiled stacks"); a member's bits do not depend on its
+    stack or the threads."""
     return torch.compile(actor_loss, dynamic=True), torch.compile(critic_loss, dynamic=True)

@@ -18,26 +18,12 @@ from envs.tasks.teams import team_of
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.policy import FrozenPolicy
 from meta.algorithm.ppo.rollout import Acting, Agents, Collection, Collector, Timers, id_lookup
-from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.selfplay.ghost import SUMMARIES, Ghost, SelfPlayState, result_of
 from meta.algorithm.selfplay.summaries import DECISIVE_STAT, decisive_share, elo_summaries
 from meta.config.ppo import PPOConfig
 from meta.observe.tags import ELO, SUCCESS, WIN_RATE
 
 GHOST_SEED = 0x6057
-
-
-def ghost_for(
-    cfg: PPOConfig, weights: Weights, state: SelfPlayState | None, seed: int, learning_team: int = 0
-) -> Ghost:
-    """The ghost a training continues (state["ghost"]) or starts from `weights`."""
-    self_play = cfg.self_play
-    assert self_play is not None
-    if state is not None and "ghost" in state:
-        return Ghost.from_state_dict(self_play, state["ghost"])
-    elo = self_play.initial_elo if state is None else float(state["elo"])
-    seed_seq = np.random.SeedSequence([seed, GHOST_SEED]).generate_state(1)[0]
-    return Ghost.start(self_play, weights, elo, int(seed_seq), learning_team)
 
 
 class GameSession:
@@ -56,7 +42,14 @@ class GameSession:
         if cfg.buffer_assembly == "pieces":
             raise ValueError("ppo.buffer_assembly=pieces: games of teams collect whole buffers")
         self.env, self.member, self.cfg = env, member, cfg
-        self.ghost = ghost_for(cfg, member.weights(), state, seed, first_team(env))
+        self_play = cfg.self_play
+        assert self_play is not None
+        if state is not None and "ghost" in state:  # the ghost a training continues
+            self.ghost = Ghost.from_state_dict(self_play, state["ghost"])
+        else:
+            elo = self_play.initial_elo if state is None else float(state["elo"])
+            seed_seq = int(np.random.SeedSequence([seed, GHOST_SEED]).generate_state(1)[0])
+            self.ghost = Ghost.start(self_play, member.weights(), elo, seed_seq, first_team(env))
         self.game = Game(env, member, self.ghost, generator)
         self.collector = Collector(env, self.game, member, generator, cfg.time_horizon, timers, 1)
 
@@ -69,20 +62,15 @@ class GameSession:
         channel = getattr(self.env, "stats_channel", None)
         if channel is not None:
             channel.get_and_reset_stats()  # games are counted from the learning team's view
-        games = game_stats(self.game, self.ghost.current_elo)
-        stats[SUCCESS] = games[WIN_RATE]
-        stats.update(games)
+        # the learning policy's ELO, its team's win rate and the decisive share of its games
+        games = self.game.results
+        wins = float(np.mean(np.equal(games, 1.0))) if games else float("nan")
+        stats[SUCCESS] = wins
+        stats[ELO], stats[WIN_RATE] = self.ghost.current_elo, wins
+        stats[DECISIVE_STAT], stats["games"] = decisive_share(games), float(len(games))
         state: SelfPlayState = {"elo": self.ghost.current_elo, "ghost": self.ghost.state_dict()}
         state[SUMMARIES] = elo_summaries(self.game.ratings, self.cfg.summary_freq, steps)
         return state
-
-
-def game_stats(game: Game, elo: float) -> dict[str, float]:
-    """The learning policy's ELO, its team's win rate and the decisive share of its games."""
-    results = np.asarray(game.results, np.float64)
-    wins = float((results == 1.0).mean()) if len(results) else float("nan")
-    decisive = decisive_share(game.results)
-    return {ELO: elo, WIN_RATE: wins, DECISIVE_STAT: decisive, "games": float(len(results))}
 
 
 def team_behaviors(env: AgentEnvironment) -> list[str]:
@@ -138,8 +126,9 @@ class Game(Agents):
         return FrozenPolicy(weights, self.policy.normalize, self.policy.epsilon)
 
     def step(self, c: Collection, clipped: np.ndarray, t: int) -> None:
-        """The opponent's actions beside the learning team's, one step, the ghost's counters;
-        after a team change, the environment reset."""
+        """The opponent's actions beside the learning team's, one step (the learning team's
+        rewards, ends and cuts, its games' results), the ghost's counters; after a team change,
+        the environment reset."""
         learner, n = self.ghost.learning_team, len(self.first)
         moves = np.empty((2, n, self.action_size), np.float32)
         moves[learner] = clipped[0]
@@ -149,32 +138,10 @@ class Game(Agents):
         for team, name in enumerate(self.behaviors):
             self.env.set_actions(name, ActionTuple(continuous=moves[team]))
         self.env.step()
-        self._record(c, t, learner, [self.env.get_steps(name) for name in self.behaviors])
-        team_changed, swapped = self.ghost.advance(n, n)
-        if swapped:
-            self.opponent = self._load_opponent()
-        if team_changed:
-            rows = np.flatnonzero(~c.ended[0, t])
-            c.cuts.append((t, np.zeros(len(rows), np.int64), rows, self.obs[learner][rows]))
-            c.restarted[0] = True
-            self.env.reset()
-            steps = [self.env.get_steps(name)[0] for name in self.behaviors]
-            self._same_agents(steps, "on reset")
-            self.obs = np.stack([d.obs[0] for d in steps])
-        c.obs[0] = self.obs[self.ghost.learning_team]
-
-    def _same_agents(self, decisions: list, when: str) -> None:
-        """RuntimeError unless each team's deciding agents are those it had."""
-        for team, decision in enumerate(decisions):
-            if not np.array_equal(decision.agent_id, self.agent_ids[team]):
-                raise RuntimeError(f"agents changed {when}: every agent must decide every step")
-
-    def _record(self, c: Collection, t: int, learner: int, steps: list) -> None:
-        """One step's rewards, ends and cuts of the learning team, and its games' results."""
+        steps = [self.env.get_steps(name) for name in self.behaviors]
         self._same_agents([decision for decision, _ in steps], "between steps")
         decision, terminal = steps[learner]
         c.record(0, t, decision, terminal, self.indexes[learner])
-        n = len(self.first)
         results = [result_of(r) for r in terminal.reward.tolist()]
         self.results.extend(results)
         # ML-Agents rates only games that ended: a time-out (interrupted) moves no rating.
@@ -183,3 +150,21 @@ class Game(Agents):
         self.ratings.extend((self.agent_steps + n, elo) for elo in rated)
         self.agent_steps += n
         self.obs = np.stack([d.obs[0] for d, _ in steps])
+        team_changed, swapped = self.ghost.advance(n, n)
+        if swapped:
+            self.opponent = self._load_opponent()
+        if team_changed:
+            rows = np.flatnonzero(~c.ended[0, t])
+            c.cuts.append((t, np.zeros(len(rows), np.int64), rows, self.obs[learner][rows]))
+            c.restarted[0] = True
+            self.env.reset()
+            decisions = [self.env.get_steps(name)[0] for name in self.behaviors]
+            self._same_agents(decisions, "on reset")
+            self.obs = np.stack([d.obs[0] for d in decisions])
+        c.obs[0] = self.obs[self.ghost.learning_team]
+
+    def _same_agents(self, decisions: list, when: str) -> None:
+        """RuntimeError unless each team's deciding agents are those it had."""
+        for team, decision in enumerate(decisions):
+            if not np.array_equal(decision.agent_id, self.agent_ids[team]):
+                raise RuntimeError(f"agents changed {when}: every agent must decide every step")
