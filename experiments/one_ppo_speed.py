@@ -23,8 +23,7 @@ from pathlib import Path
 import torch
 
 from meta.algorithm.ppo.weights import cpu_weights
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import TrainRequest
+from meta.algorithm.request import Task, TrainRequest
 from meta.algorithm.training import train
 from meta.config import Config, EnvConfig, LoggerConfig, MetaConfig, RuntimeConfig
 from meta.config.ppo import NetworkConfig, PPOConfig

@@ -10,14 +10,13 @@ import torch
 
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
-from meta.algorithm.learner import Reptile
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.pieces import dimension_log_probs
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.update import buffer_gradient
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.reptile import NORMALIZER_PREFIX, interpolate
+from meta.algorithm.reptile import NORMALIZER_PREFIX, Reptile, interpolate
 from meta.algorithm.request import TrainRequest, TrainResult
 
 _QUERY = 0x0F0A

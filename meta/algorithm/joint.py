@@ -7,10 +7,9 @@ from dataclasses import replace
 import numpy as np
 
 import envs
-from meta.algorithm.learner import MetaLearner
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
-from meta.algorithm.reptile import Task, TaskSampler, Weights, inner_seed
-from meta.algorithm.request import SelfPlayState, TrainRequest, TrainResult
+from meta.algorithm.reptile import MetaLearner, TaskSampler, Weights, inner_seed
+from meta.algorithm.request import SelfPlayState, Task, TrainRequest, TrainResult
 from meta.config import Config
 
 _SINGLE = 0x51A6

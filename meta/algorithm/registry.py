@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from meta.config.ppo import positive
 
 if TYPE_CHECKING:
-    from meta.algorithm.learner import MetaLearner
+    from meta.algorithm.reptile import MetaLearner
     from meta.config import Config
 
 
@@ -35,7 +35,7 @@ class Entry:
 
 
 LEARNERS: dict[str, Entry] = {
-    "reptile": Entry("meta.algorithm.learner:Reptile"),
+    "reptile": Entry("meta.algorithm.reptile:Reptile"),
     "fomaml": Entry(
         "meta.algorithm.fomaml:FOMAML",
         interpolates=False,

@@ -3,16 +3,33 @@ and nothing of the process that runs it, so it gives the same result wherever it
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
 from meta.algorithm.ppo.weights import OptimizerState, Weights
-from meta.algorithm.reptile import Task
 from meta.algorithm.selfplay.ghost import SelfPlayState
 from meta.config.ppo import NetworkConfig, PPOConfig
 
-__all__ = ["OptimizerState", "SelfPlayState", "TrainRequest", "TrainResult"]
+__all__ = ["OptimizerState", "SelfPlayState", "Task", "TrainRequest", "TrainResult"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One sampled task: a family and its parameter values."""
+
+    family: str
+    params: dict[str, float]
+
+    def with_params(self, params: Mapping[str, float]) -> Task:
+        """The task with some parameters set (the curriculum's of a meta-step)."""
+        return Task(self.family, {**self.params, **params})
+
+    def params_json(self) -> str:
+        """Parameters as a compact JSON object (one CSV cell)."""
+        return json.dumps(self.params, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

@@ -123,8 +123,7 @@ def stacked_rate(k: int, hidden: int, limit_repeats: int, compiled: bool = False
 
     from meta.algorithm.ppo.policy import policy_for
     from meta.algorithm.ppo.weights import cpu_weights
-    from meta.algorithm.reptile import Task
-    from meta.algorithm.request import TrainRequest
+    from meta.algorithm.request import Task, TrainRequest
     from meta.algorithm.training import train_requests
     from meta.config import EnvConfig
     from meta.runtime.envpool import EnvPool

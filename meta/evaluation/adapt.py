@@ -13,8 +13,7 @@ import envs
 from meta.algorithm.ppo.policy import Policy, policy_with
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import TrainRequest, TrainResult
+from meta.algorithm.request import Task, TrainRequest, TrainResult
 from meta.config.evaluation import Procedure
 from meta.evaluation.episodes import (
     policy_actor,

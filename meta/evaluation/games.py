@@ -23,7 +23,7 @@ from mlagents_envs.base_env import ActionTuple
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.reptile import Task
+from meta.algorithm.request import Task
 from meta.algorithm.selfplay.trainer import team_behaviors
 from meta.config.ppo import NetworkConfig
 from meta.evaluation.episodes import policy_actor

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from meta.algorithm.reptile import Task, TaskSampler
+from meta.algorithm.reptile import TaskSampler
+from meta.algorithm.request import Task
 from meta.config import TaskConfig
 from meta.config.evaluation import EVAL_SPLITS
 from meta.curriculum.lessons import EnvironmentParameters

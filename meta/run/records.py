@@ -12,8 +12,8 @@ import numpy as np
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.train import STEPS
 from meta.algorithm.ppo.weights import Weights
-from meta.algorithm.reptile import Task, distance
-from meta.algorithm.request import TrainResult
+from meta.algorithm.reptile import distance
+from meta.algorithm.request import Task, TrainResult
 from meta.algorithm.selfplay.ghost import SUMMARIES
 from meta.algorithm.selfplay.summaries import DECISIVE_STAT
 from meta.observe.tags import (

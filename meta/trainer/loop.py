@@ -23,13 +23,12 @@ from rich.console import Console
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
-from meta.algorithm.learner import MetaLearner
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.registry import learner_class
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import OptimizerState, SelfPlayState, TrainResult
+from meta.algorithm.reptile import MetaLearner
+from meta.algorithm.request import OptimizerState, SelfPlayState, Task, TrainResult
 from meta.algorithm.training import is_game
 from meta.errors import first_line
 from meta.observe.progress import Progress

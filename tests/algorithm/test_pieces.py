@@ -16,8 +16,7 @@ from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs, time_slice
 from meta.algorithm.ppo.policy import gaussian_log_prob, policy_for
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout, StepHook
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import TrainRequest
+from meta.algorithm.request import Task, TrainRequest
 from meta.algorithm.selfplay.trainer import GameSession
 from meta.algorithm.training import stack_key
 from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig

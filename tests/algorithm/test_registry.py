@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from meta.algorithm.learner import MetaLearner
 from meta.algorithm.registry import LEARNERS, learner_class
+from meta.algorithm.reptile import MetaLearner
 
 META = Path(__file__).resolve().parents[2] / "meta"
 REGISTRY = META / "algorithm" / "registry.py"

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from meta.algorithm.reptile import (
-    Task,
     TaskSampler,
     average,
     distance,
@@ -15,6 +14,7 @@ from meta.algorithm.reptile import (
     reptile_update,
     task_rng,
 )
+from meta.algorithm.request import Task
 from meta.config import MetaConfig, TaskConfig
 from meta.config.ppo import PPOConfig
 

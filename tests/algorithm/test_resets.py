@@ -8,8 +8,7 @@ import torch
 import envs
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import Weights, cpu_weights
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import TrainRequest
+from meta.algorithm.request import Task, TrainRequest
 from meta.algorithm.resets import reset_keys
 from meta.algorithm.training import train
 from meta.config.ppo import NetworkConfig, PPOConfig

@@ -8,8 +8,7 @@ from dataclasses import replace
 import pytest
 
 from meta.algorithm.ppo import update
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import TrainRequest, TrainResult
+from meta.algorithm.request import Task, TrainRequest, TrainResult
 from meta.config.ppo import PPOConfig
 from meta.process.compute import torch_threads
 from tests.algorithm.test_stacks import PPO, TOLERANCE, _alone, _delta, _requests, _same, _stacked

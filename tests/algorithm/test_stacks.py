@@ -21,8 +21,7 @@ from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.rollout import Collection, Cores, Rollout
 from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import Weights, cpu_weights
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import TrainRequest, TrainResult
+from meta.algorithm.request import Task, TrainRequest, TrainResult
 from meta.algorithm.training import stack_key, train, train_requests
 from meta.config import EnvConfig
 from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig

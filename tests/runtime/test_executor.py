@@ -9,8 +9,7 @@ import torch
 
 import envs
 from meta.algorithm.ppo.policy import policy_for
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import TrainRequest
+from meta.algorithm.request import Task, TrainRequest
 from meta.config import EnvConfig
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.process.compute import matmul_precision

@@ -10,8 +10,7 @@ import torch
 
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import TrainRequest
+from meta.algorithm.request import Task, TrainRequest
 from meta.config import EnvConfig
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.runtime.envpool import EnvPool

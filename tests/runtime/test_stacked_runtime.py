@@ -19,8 +19,7 @@ from omegaconf import OmegaConf
 
 from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
-from meta.algorithm.reptile import Task
-from meta.algorithm.request import TrainRequest
+from meta.algorithm.request import Task, TrainRequest
 from meta.cli import CONFIG_DIR
 from meta.config import Config, EnvConfig, RuntimeConfig, retired
 from meta.config.ppo import NetworkConfig, PPOConfig
