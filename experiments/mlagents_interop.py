@@ -310,7 +310,7 @@ def our_actions(results: Path, run_id: str, obs: list[list[float]]) -> dict[str,
     import numpy as np
     import torch
 
-    from meta.algorithm.ppo.policy import make_policy
+    from meta.algorithm.ppo.network import make_policy
     from meta.config.ppo import NetworkConfig
     from meta.evaluation.episodes import policy_actor
     from meta.interop.mlagents import Network

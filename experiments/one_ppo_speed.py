@@ -30,7 +30,7 @@ from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.runtime.envpool import EnvPool
 
 try:
-    from meta.algorithm.ppo.policy import policy_for
+    from meta.algorithm.ppo.network import policy_for
 except ImportError:  # before the one PPO
     from meta.algorithm.ppo.train import policy_for  # type: ignore[attr-defined,no-redef]
 try:

@@ -13,7 +13,7 @@ import pytest
 import torch
 from commandline import run_main
 
-from meta.algorithm.ppo.policy import make_policy
+from meta.algorithm.ppo.network import make_policy
 from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import LOG_SIGMA, POLICY, to_mlagents
 from meta.process.faults import FAULT_ENV

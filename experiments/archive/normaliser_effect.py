@@ -23,8 +23,7 @@ from omegaconf import OmegaConf
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.policy import policy_for, policy_with
+from meta.algorithm.ppo.network import PolicyStack, policy_for, policy_with
 from meta.algorithm.ppo.rollout import Collector, Rollout
 from meta.algorithm.ppo.train import make_optimizer
 from meta.algorithm.ppo.update import compute_gae, explained_variance, ppo_update, revalued

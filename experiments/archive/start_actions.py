@@ -18,7 +18,7 @@ from mlagents_envs.base_env import ActionTuple
 from omegaconf import OmegaConf
 
 import envs
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.config import NetworkConfig
 from meta.evaluation.episodes import policy_actor
 

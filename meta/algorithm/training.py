@@ -15,8 +15,7 @@ from envs.interface import AgentEnvironment
 from envs.tasks.teams import team_of
 from meta.algorithm.fomaml import meta_gradient
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.policy import Policy, policy_for
+from meta.algorithm.ppo.network import Policy, PolicyStack, policy_for
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.train import Schedule, Session, Stack, train_stack
 from meta.algorithm.ppo.weights import cpu_weights

@@ -3,7 +3,7 @@
 Everything runs in this one process, one part after the other. Both PPO implementations get
 the same torch thread count for each row (`--threads`). Ours collects on one thread at batch
 64 (`SERIAL_BATCH` in meta.algorithm.ppo.rollout) and, given two threads, runs the actor's and
-the critic's halves of each update step side by side (meta.algorithm.ppo.loss). Rates are the
+the critic's halves of each update step side by side (meta.algorithm.ppo.update). Rates are the
 best of `--repeats` timed runs after a warm-up training, since other load only ever slows a
 run down."""
 

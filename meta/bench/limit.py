@@ -22,8 +22,7 @@ import torch
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import PolicyStack, policy_for
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import make_optimizer
 from meta.algorithm.ppo.update import ppo_update

@@ -17,7 +17,7 @@ from torch import nn
 
 import envs
 from meta.algorithm.ppo.hyper import EPSILON_FLOOR, LEARNING_RATE_FLOOR, decayed
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.training import train
 from meta.config.ppo import NetworkConfig, PPOConfig

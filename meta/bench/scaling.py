@@ -121,7 +121,7 @@ def stacked_rate(k: int, hidden: int, limit_repeats: int, compiled: bool = False
     (`compiled`: runtime.compile)."""
     import time
 
-    from meta.algorithm.ppo.policy import policy_for
+    from meta.algorithm.ppo.network import policy_for
     from meta.algorithm.ppo.weights import cpu_weights
     from meta.algorithm.request import Task, TrainRequest
     from meta.algorithm.training import train_requests

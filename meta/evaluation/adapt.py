@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 import envs
-from meta.algorithm.ppo.policy import Policy, policy_with
+from meta.algorithm.ppo.network import Policy, policy_with
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.request import Task, TrainRequest, TrainResult

@@ -17,8 +17,7 @@ from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from envs.tasks.adapter import TaskEnv
 from envs.tasks.stack import CoreStack
-from meta.algorithm.ppo.network import ROWS, PolicyStack, pieces
-from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.network import ROWS, Policy, PolicyStack, pieces
 from meta.algorithm.ppo.weights import Weights
 from meta.config.ppo import NetworkConfig
 

@@ -21,7 +21,7 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
-from meta.algorithm.ppo.policy import Policy, policy_for
+from meta.algorithm.ppo.network import Policy, policy_for
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.request import Task
 from meta.algorithm.selfplay.trainer import team_behaviors

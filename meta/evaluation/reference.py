@@ -17,7 +17,7 @@ import platform
 import torch
 
 import envs
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.training import train as train_request
 from meta.config.ppo import NetworkConfig, PPOConfig, SelfPlayConfig

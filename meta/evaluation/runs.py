@@ -12,7 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 import envs
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import entry
 from meta.config import Config, RuntimeConfig

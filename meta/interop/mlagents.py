@@ -41,7 +41,7 @@ NORMALIZERS = (
 MODEL_EXPORT_VERSION = 3.0
 ACTION_SCALE = 3.0
 VAR_EPSILON = 1e-8
-"""What our normaliser adds to the variance (meta.algorithm.ppo.policy.Normalizer)."""
+"""What our normaliser adds to the variance (meta.algorithm.ppo.network.Normalizer)."""
 ADAM_LR = 3e-4
 """The learning rate in the fresh Adam state we write; ML-Agents sets its own on every update."""
 

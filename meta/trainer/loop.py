@@ -24,7 +24,7 @@ from rich.console import Console
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.ppo.rollout import Timers
 from meta.algorithm.registry import learner_class
 from meta.algorithm.reptile import MetaLearner

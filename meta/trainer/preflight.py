@@ -14,7 +14,7 @@ from mlagents_envs.base_env import BehaviorSpec
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm import reptile
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.ppo.weights import Weights
 from meta.algorithm.registry import learner_class, validate
 from meta.config import Config

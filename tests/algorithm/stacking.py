@@ -10,12 +10,10 @@ import torch
 
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import actor_loss, critic_loss
-from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.network import Policy, PolicyStack
 from meta.algorithm.ppo.optim import StackOptimizer
-from meta.algorithm.ppo.policy import Policy
 from meta.algorithm.ppo.train import Stack, Trained, make_optimizer, train_stack
-from meta.algorithm.ppo.update import gradient_step, hyper_tensors
+from meta.algorithm.ppo.update import actor_loss, critic_loss, gradient_step, hyper_tensors
 from meta.algorithm.ppo.weights import OptimizerState, cpu_weights
 from meta.config.ppo import PPOConfig
 

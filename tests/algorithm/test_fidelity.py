@@ -10,12 +10,16 @@ import torch
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import clipped_policy_loss, clipped_value_loss
-from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.network import Policy, PolicyStack, gaussian_log_prob, policy_for
 from meta.algorithm.ppo.optim import StackOptimizer
-from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, policy_for
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout
-from meta.algorithm.ppo.update import flat_buffer, minibatches, take_in
+from meta.algorithm.ppo.update import (
+    clipped_policy_loss,
+    clipped_value_loss,
+    flat_buffer,
+    minibatches,
+    take_in,
+)
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.observe.tags import LEARNING_RATE
 from tests.algorithm.stacking import (

@@ -13,7 +13,7 @@ import torch
 
 import envs
 from meta.algorithm.fomaml import fomaml_update, meta_gradient
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.registry import validate
 from meta.algorithm.request import TrainRequest
 from meta.config import Config

@@ -12,13 +12,17 @@ import torch
 import envs
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.loss import clipped_policy_loss
-from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.network import (
+    Policy,
+    PolicyStack,
+    gaussian_log_prob,
+    make_policy,
+    policy_for,
+)
 from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.pieces import dimension_log_probs
-from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy, policy_for
 from meta.algorithm.ppo.rollout import Bootstrap, Collector, Rollout
-from meta.algorithm.ppo.update import flat_buffer, minibatches
+from meta.algorithm.ppo.update import clipped_policy_loss, flat_buffer, minibatches
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.observe.tags import LEARNING_RATE, POLICY_LOSS
 from tests.algorithm.stacking import BATCH_KEYS, batch_of, optimizer_for, stack_of, step, train_one

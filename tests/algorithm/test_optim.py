@@ -16,9 +16,8 @@ from torch.optim.adam import adam
 
 import envs
 from meta.algorithm.ppo import optim
-from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.network import Policy, PolicyStack, policy_for
 from meta.algorithm.ppo.optim import StackOptimizer, optimizer_steps
-from meta.algorithm.ppo.policy import Policy, policy_for
 from meta.config.ppo import NetworkConfig, PPOConfig
 from tests.algorithm.stacking import optimizer_for, stack_of
 from tests.algorithm.test_stacks import TOLERANCE
@@ -112,7 +111,7 @@ def test_an_inner_training_never_imports_torch_dynamo() -> None:
         "from meta.algorithm.request import TrainRequest\n"
         "from meta.algorithm.training import train\n"
         "from meta.config.ppo import NetworkConfig, PPOConfig\n"
-        "from meta.algorithm.ppo.policy import policy_for\n"
+        "from meta.algorithm.ppo.network import policy_for\n"
         "env, net = envs.make('FindTarget', num_areas=4, seed=0), NetworkConfig(16)\n"
         "cfg = PPOConfig(max_steps=256, buffer_size=128, batch_size=64, num_epoch=1)\n"
         "train(TrainRequest((), policy_for(env, net).state_dict(), 0, cfg, net), env)\n"

@@ -12,9 +12,8 @@ import envs
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo import train as ppo_train
-from meta.algorithm.ppo.network import PolicyStack
+from meta.algorithm.ppo.network import PolicyStack, gaussian_log_prob, policy_for
 from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs, time_slice
-from meta.algorithm.ppo.policy import gaussian_log_prob, policy_for
 from meta.algorithm.ppo.rollout import Collector, NullTimers, Rollout, StepHook
 from meta.algorithm.request import Task, TrainRequest
 from meta.algorithm.selfplay.trainer import GameSession

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.policy import Policy, gaussian_log_prob, make_policy
+from meta.algorithm.ppo.network import Policy, gaussian_log_prob, make_policy
 from meta.config.ppo import NetworkConfig, PPOConfig
 from tests.algorithm.stacking import (
     batch_of,

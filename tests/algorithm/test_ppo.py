@@ -10,7 +10,7 @@ import torch
 from mlagents_envs.base_env import ActionTuple
 
 import envs
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.ppo.rollout import Collector
 from meta.algorithm.ppo.train import make_optimizer
 from meta.algorithm.request import TrainRequest, TrainResult

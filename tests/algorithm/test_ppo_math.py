@@ -4,8 +4,7 @@ import pytest
 import torch
 
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule, decayed
-from meta.algorithm.ppo.loss import clipped_policy_loss, clipped_value_loss
-from meta.algorithm.ppo.update import compute_gae
+from meta.algorithm.ppo.update import clipped_policy_loss, clipped_value_loss, compute_gae
 from meta.algorithm.reptile import annealed, interpolated
 from meta.config.ppo import PPOConfig
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import envs
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.ppo.weights import Weights, cpu_weights
 from meta.algorithm.request import Task, TrainRequest
 from meta.algorithm.resets import reset_keys

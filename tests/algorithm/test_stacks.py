@@ -15,9 +15,8 @@ import torch
 import envs
 from meta.algorithm.ppo import update
 from meta.algorithm.ppo.hyper import Hyper, RunSchedule
-from meta.algorithm.ppo.network import pieces
+from meta.algorithm.ppo.network import pieces, policy_for
 from meta.algorithm.ppo.optim import optimizer_steps
-from meta.algorithm.ppo.policy import policy_for
 from meta.algorithm.ppo.rollout import Collection, Cores, Rollout
 from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import Weights, cpu_weights

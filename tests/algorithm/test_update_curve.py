@@ -7,7 +7,7 @@ import math
 import pytest
 
 import envs
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.ppo.train import STEPS
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.observe.tags import CUMULATIVE_REWARD, SUCCESS

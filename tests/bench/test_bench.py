@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import envs
 from envs.tasks.core import BatchedTask
 from meta.algorithm.ppo.hyper import LEARNING_RATE_FLOOR, decayed
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.bench import limit as bench_limit
 from meta.bench import sb3 as bench_sb3
 from meta.bench.gym_vec import TaskVecEnv

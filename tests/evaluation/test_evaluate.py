@@ -14,7 +14,7 @@ from commandline import run_main
 from omegaconf import OmegaConf
 
 import envs
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.config import Config
 from meta.config.ppo import NetworkConfig
 from meta.evaluation.episodes import policy_actor, run_episodes

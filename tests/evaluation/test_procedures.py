@@ -11,7 +11,7 @@ from tinyconfig import TINY_EVAL
 
 from envs.constants import BEHAVIOR_NAME
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.ppo.rollout import NullTimers
 from meta.algorithm.ppo.train import STEPS
 from meta.algorithm.ppo.weights import cpu_weights

@@ -11,7 +11,7 @@ from tinyconfig import TINY_EVAL
 
 import envs
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.policy import Policy, policy_for
+from meta.algorithm.ppo.network import Policy, policy_for
 from meta.algorithm.training import train_requests
 from meta.config import Config
 from meta.config.evaluation import Procedure

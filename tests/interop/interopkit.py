@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from meta.algorithm.ppo.policy import Policy, make_policy
+from meta.algorithm.ppo.network import Policy, make_policy
 from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import OPTIMIZER, Network
 from tests.algorithm.stacking import mean_action, observe

@@ -173,7 +173,7 @@ def test_export_leaves_the_global_rng_alone() -> None:
 def test_a_later_export_refills_the_first_graph_with_the_bytes_a_new_export_gives(
     normalize: bool, layers: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from meta.algorithm.ppo.policy import make_policy
+    from meta.algorithm.ppo.network import make_policy
     from meta.config.ppo import NetworkConfig
 
     policies = [make_policy(10, 2, NetworkConfig(32, layers, normalize), s) for s in range(3)]

@@ -15,9 +15,9 @@ import resource, torch
 from meta.config.ppo import NetworkConfig, PPOConfig
 from meta.algorithm.ppo.hyper import Hyper
 from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.policy import make_policy
+from meta.algorithm.ppo.network import make_policy
 from meta.algorithm.ppo.train import make_optimizer
-from meta.algorithm.ppo.loss import actor_loss, critic_loss
+from meta.algorithm.ppo.update import actor_loss, critic_loss
 from meta.algorithm.ppo.update import gradient_step, hyper_tensors
 from meta.process.compute import keep_freed_memory
 torch.set_num_threads(1)

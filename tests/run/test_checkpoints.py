@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from meta.algorithm.ppo.policy import make_policy
+from meta.algorithm.ppo.network import make_policy
 from meta.cli import one_line
 from meta.config.ppo import NetworkConfig
 from meta.interop import onnx as interop_onnx

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from meta.algorithm.ppo.policy import make_policy
+from meta.algorithm.ppo.network import make_policy
 from meta.config import Config
 from meta.config.ppo import NetworkConfig
 from meta.interop.mlagents import to_mlagents

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import envs
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.request import Task, TrainRequest
 from meta.config import EnvConfig
 from meta.config.ppo import NetworkConfig, PPOConfig

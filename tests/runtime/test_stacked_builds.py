@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.request import Task, TrainRequest
 from meta.config import EnvConfig

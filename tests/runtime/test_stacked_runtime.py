@@ -17,7 +17,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.request import Task, TrainRequest
 from meta.cli import CONFIG_DIR

@@ -11,8 +11,7 @@ from mlagents_envs.base_env import BehaviorMapping
 import envs
 from envs.tasks.teams import TEAM_BEHAVIORS, TeamTaskEnv
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import PolicyStack, policy_for
 from meta.algorithm.ppo.rollout import Collector, NullTimers
 from meta.algorithm.ppo.train import Stack, train_stack
 from meta.algorithm.ppo.weights import cpu_weights

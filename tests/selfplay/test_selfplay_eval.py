@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 import envs
 from envs.interface import TaskEnvironment
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.config import Config
 from meta.config.ppo import NetworkConfig
 from meta.evaluation.evaluate import evaluate, plan_eval

@@ -15,7 +15,7 @@ from mlagents_envs.base_env import BehaviorSpec, ObservationSpec
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator, ScalarEvent
 
 import envs
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.training import train as train_request
 from meta.config import Config

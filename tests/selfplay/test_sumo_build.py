@@ -19,7 +19,7 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 import envs
 from envs.backend.unity_env import resolve_build
 from envs.tasks.teams import TEAM_BEHAVIORS
-from meta.algorithm.ppo.policy import policy_for
+from meta.algorithm.ppo.network import policy_for
 from meta.algorithm.request import TrainRequest
 from meta.algorithm.training import train as train_request
 from meta.config import Config

@@ -14,8 +14,7 @@ import numpy as np
 import torch
 
 from envs.constants import BEHAVIOR_NAME
-from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.policy import policy_with
+from meta.algorithm.ppo.network import PolicyStack, policy_with
 from meta.algorithm.ppo.rollout import NullTimers
 from meta.config.evaluation import EvalConfig, Procedure
 from meta.curriculum.lessons import parse_environment_parameters

@@ -12,8 +12,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from meta.algorithm.ppo.network import NORMALIZER, PolicyStack
-from meta.algorithm.ppo.policy import gaussian_log_prob
+from meta.algorithm.ppo.network import NORMALIZER, PolicyStack, gaussian_log_prob
 from meta.algorithm.ppo.rollout import Bootstrap, Collector, Rollout
 from meta.config.ppo import PPOConfig
 

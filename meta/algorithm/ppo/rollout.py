@@ -16,8 +16,7 @@ from envs.interface import AgentEnvironment
 from envs.tasks.adapter import ActionError, TaskEnv
 from envs.tasks.core import ACTION_SIZE
 from envs.tasks.stack import CoreStack, parts, stackable_envs
-from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.policy import Policy
+from meta.algorithm.ppo.network import Policy, PolicyStack
 from meta.process.compute import torch_threads
 
 

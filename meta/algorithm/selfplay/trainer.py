@@ -15,8 +15,7 @@ from mlagents_envs.base_env import ActionTuple
 
 from envs.interface import AgentEnvironment
 from envs.tasks.teams import team_of
-from meta.algorithm.ppo.network import PolicyStack
-from meta.algorithm.ppo.policy import FrozenPolicy
+from meta.algorithm.ppo.network import FrozenPolicy, PolicyStack
 from meta.algorithm.ppo.rollout import Acting, Agents, Collection, Collector, Timers, id_lookup
 from meta.algorithm.selfplay.ghost import SUMMARIES, Ghost, SelfPlayState, result_of
 from meta.algorithm.selfplay.summaries import DECISIVE_STAT, decisive_share, elo_summaries
