@@ -97,6 +97,16 @@ def _train(cfg: DictConfig) -> float | None:
 
 def trained(start: Start, run_dir: Path) -> float | None:
     """meta-train's closing lines for a run it trained; the objective of a search's trial."""
+    from meta.evaluation.objective import measure_objective
+
+    closing_line(start, run_dir)
+    value = measure_objective(start.plan.cfg, run_dir)
+    report_objective(start.plan.cfg, value)
+    return value
+
+
+def closing_line(start: Start, run_dir: Path) -> None:
+    """meta-train's closing line for a run it trained: where its results are, what next."""
     config = start.plan.cfg
     print(
         f"meta-train: done. Results in {run_dir} (final weights {run_dir / 'Brain.pt'}; "
@@ -104,7 +114,6 @@ def trained(start: Start, run_dir: Path) -> float | None:
         f"{command('tensorboard', '--logdir', str(run_dir))}. Evaluate it with: "
         f"{evaluate_command(config, start.plan.run_id, config.results_dir)}"
     )
-    return _report_objective(config, run_dir)
 
 
 QUICK_EVAL_UP_TO = 200_000
@@ -122,18 +131,16 @@ def evaluate_command(config: Config, run_id: str, results_dir: str) -> str:
     return run_command("meta-eval", run_id, results_dir, **quick)
 
 
-def _report_objective(config: Config, run_dir: Path) -> float | None:
-    """What a search (hparams_search) optimises, measured on the run and printed; None: none."""
+def report_objective(config: Config, value: float | None) -> None:
+    """A search trial's objective (hparams_search) printed; nothing for a run without one."""
     from meta.config.metric import describe
-    from meta.evaluation.objective import OBJECTIVE_FILE, measure_objective
+    from meta.evaluation.objective import OBJECTIVE_FILE
 
-    value = measure_objective(config, run_dir)
     if value is not None:
         metric = str(config.optimized_metric)
         print(
             f"meta-train: objective {metric} = {value:.3f}: {describe(metric)} ({OBJECTIVE_FILE})"
         )
-    return value
 
 
 def _train_seeds(cfg: DictConfig, console: Any) -> None:
@@ -158,8 +165,13 @@ def _train_seeds(cfg: DictConfig, console: Any) -> None:
         f"meta-train: done. Results in {', '.join(str(d) for d in run_dirs)} (final weights "
         f"Brain.pt and meta-steps meta_steps.csv in each). Evaluate them with: {evaluate}"
     )
-    for start, run_dir in zip(starts, run_dirs, strict=True):
-        _report_objective(start.plan.cfg, run_dir)
+    from meta.evaluation.objective import measure_objectives
+
+    measured = measure_objectives([(s.plan.cfg, d) for s, d in zip(starts, run_dirs, strict=True)])
+    for start, value in zip(starts, measured, strict=True):
+        if isinstance(value, Exception):
+            raise value
+        report_objective(start.plan.cfg, value)
 
 
 def _hydra(task: Any) -> Any:

@@ -3,8 +3,10 @@
 Each trial is planned as meta-train plans it alone, inside its own job's Hydra configuration
 (its run id, its configuration in force); the runs then train in lockstep, the inner trainings
 of all of them that share their settings in one stack (meta.trainer.session.run_apart), and
-each measures its objective. A trial that cannot run, fails or stops while training, or fails
-its measurement comes back as a failed job with its error, the others going on.
+their objectives are measured together, the adaptations that share their settings as one stack
+(meta.evaluation.objective.measure_objectives). A trial that cannot run, fails or stops while
+training, or fails its measurement comes back as a failed job with its error, the others going
+on.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from hydra.core.utils import JobReturn, JobRuntime, JobStatus, setup_globals
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from meta.cli import trained
+from meta.cli import closing_line, report_objective
 from meta.errors import fail
 from meta.overrides import run_id_of, run_start, set_torch
 from meta.process.signals import BEFORE_START, exit_at_once
@@ -47,6 +49,7 @@ def launch_together(
 ) -> Sequence[JobReturn]:
     """Each trial's job return, its overrides in `batch`, its runs trained as one group;
     `labels` name the runs on the console."""
+    from meta.evaluation.objective import measure_objectives
     from meta.observe.console import log_to, run_console
     from meta.trainer import session
 
@@ -64,25 +67,28 @@ def launch_together(
                 starts[n] = run_start(job.cfg, run_id_of(job.cfg))  # type: ignore[arg-type]
             except Exception as error:  # the trial's input: the others go on
                 returns[n] = _ended(job, error)
-    ends: dict[int, Path | Exception] = {}
     for order in _groups(starts):
         set_torch(starts[order[0]].plan.cfg)
         try:
-            done = session.run_apart(
+            ends = session.run_apart(
                 [starts[n] for n in order], [labels[n] for n in order], console
             )
         except session.Stopped as stopped:  # a signal, or Ray that cannot start: the search stops
             fail("meta-train", str(stopped), stopped.code)
-        ends.update(zip(order, done, strict=True))
-    for n, end in sorted(ends.items()):
-        if isinstance(end, Exception):
-            returns[n] = _ended(jobs[n], end)
-            continue
-        with _as_job(jobs[n]):
-            try:
-                returns[n] = _ended(jobs[n], trained(starts[n], end))
-            except Exception as error:  # its measurement: the others are measured still
-                returns[n] = _ended(jobs[n], error)
+        finished: dict[int, Path] = {}
+        for n, end in zip(order, ends, strict=True):
+            if isinstance(end, Exception):
+                returns[n] = _ended(jobs[n], end)
+                continue
+            with _as_job(jobs[n]):
+                closing_line(starts[n], end)
+            finished[n] = end
+        measured = measure_objectives([(starts[n].plan.cfg, d) for n, d in finished.items()])
+        for n, value in zip(finished, measured, strict=True):
+            if not isinstance(value, Exception):  # a failed measurement is its trial's return
+                with _as_job(jobs[n]):
+                    report_objective(starts[n].plan.cfg, value)
+            returns[n] = _ended(jobs[n], value)
     return [returns[n] for n in range(len(jobs))]
 
 

@@ -19,6 +19,7 @@ from meta.config.metric import STEPS, parse_metric
 from meta.evaluation.adapt import AdaptJob, adaptations
 from meta.evaluation.evaluate import plan_eval
 from meta.evaluation.outputs import write_csv
+from meta.evaluation.plan import EvalPlan
 from meta.evaluation.statistics import Measurement, summarise
 from meta.evaluation.steps import steps_to_target
 from meta.process.atomic import atomic_write_text
@@ -42,12 +43,66 @@ def pooled_families(measurements: Sequence[Measurement]) -> list[Measurement]:
 
 def measure_objective(config: Config, run_dir: Path) -> float | None:
     """The trial's `optimized_metric` (None when the run has none); written beside the run."""
-    if not config.optimized_metric:
-        return None
+    (value,) = measure_objectives([(config, run_dir)])
+    if isinstance(value, Exception):
+        raise value
+    return value
+
+
+def measure_objectives(
+    trials: Sequence[tuple[Config, Path]],
+) -> list[float | Exception | None]:
+    """Each trial's `optimized_metric` (None: it has none; an Exception: its measurement
+    failed), every trial's adaptations run as one call of the first's executor, so that those
+    of trials that share their settings adapt as one stack; written beside each run.
+
+    A member's adaptation has the same bits in any stack of two or more, so each value is the
+    one its trial measures alone where the trial adapts two or more times. Trials of a batch
+    share their environments and runtime (a search's groups do); should the shared call fail,
+    each trial is measured alone, so that a failure stays its own trial's.
+    """
+    out: list[float | Exception | None] = [None] * len(trials)
+    planned: list[tuple[int, EvalPlan, list[AdaptJob]]] = []
+    for n, (config, run_dir) in enumerate(trials):
+        if not config.optimized_metric:
+            continue
+        try:
+            checked = _checked(config, run_dir)
+        except Exception as error:  # the trial's own input: the others are measured
+            out[n] = error
+            continue
+        planned.append((n, checked, _jobs(config, checked)))
+    if not planned:
+        return out
+    try:
+        every = [job for _, _, jobs in planned for job in jobs]
+        rows = _adapted(every, planned[0][1], trials[planned[0][0]][0].eval.workers)
+    except Exception:
+        if len(planned) == 1:
+            raise
+        for n, checked, jobs in planned:
+            try:
+                measured = _adapted(jobs, checked, trials[n][0].eval.workers)
+                out[n] = _recorded(*trials[n], [m for rows in measured for m in rows])
+            except Exception as error:
+                out[n] = error
+        return out
+    for n, _, jobs in planned:
+        taken, rows = rows[: len(jobs)], rows[len(jobs) :]
+        out[n] = _recorded(*trials[n], [m for measured in taken for m in measured])
+    return out
+
+
+def _checked(config: Config, run_dir: Path) -> EvalPlan:
+    """The trial's meta-eval plan: its own start on `eval.splits`, no baselines."""
     ev = replace(config.eval, run_ids=[], joint_run_id=None, out_dir=None)
-    checked = plan_eval(replace(config, eval=ev), run_dir.name)
+    return plan_eval(replace(config, eval=ev), run_dir.name)
+
+
+def _jobs(config: Config, checked: EvalPlan) -> list[AdaptJob]:
+    """The adaptations of the run's start: every task of every split, every seed."""
     start = checked.runs[0]
-    jobs = [
+    return [
         AdaptJob(
             checked.setting,
             task,
@@ -59,17 +114,26 @@ def measure_objective(config: Config, run_dir: Path) -> float | None:
         )
         for tasks in checked.tasks.values()
         for task in tasks
-        for seed in range(ev.seeds)
+        for seed in range(config.eval.seeds)
     ]
-    executor = make_executor(checked.runtime, checked.setting.run.env, ev.workers)
+
+
+def _adapted(jobs: list[AdaptJob], checked: EvalPlan, workers: int) -> list[list[Measurement]]:
+    """Each job's measurements, run on `checked`'s runtime with `workers` processes."""
+    executor = make_executor(checked.runtime, checked.setting.run.env, workers)
     try:
-        measurements = [m for rows in adaptations(executor, jobs) for m in rows]
+        return list(adaptations(executor, jobs))
     finally:
         executor.close()
         if checked.cluster is not None:
             checked.cluster.close()
+
+
+def _recorded(config: Config, run_dir: Path, measurements: list[Measurement]) -> float:
+    """The objective of the trial's measurements, written with them beside its run."""
+    ev = config.eval
     value = objective_value(
-        measurements, config.optimized_metric, ev.budgets, ev.bootstrap_samples, ev.reach
+        measurements, str(config.optimized_metric), ev.budgets, ev.bootstrap_samples, ev.reach
     )
     write_csv((run_dir / OBJECTIVE_FILE).with_name("adaptation.csv"), measurements)
     record = {"optimized_metric": config.optimized_metric, "value": value, "splits": ev.splits}
