@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from once import MadeOnce, made_under
 from portblocks import port_blocks
 from tinyconfig import TINY, compose_config
 
@@ -178,6 +179,14 @@ def tiny_config(tmp_path: Path) -> Callable[..., Config]:
         return compose_config([*TINY, f"results_dir={tmp_path / 'results'}", *overrides])
 
     return make
+
+
+@pytest.fixture(scope="session")
+def made_once(tmp_path_factory: pytest.TempPathFactory) -> MadeOnce:
+    """A function: `made_once(name, make)`, the directory `name` filled by `make(directory)`
+    once per session for every worker (tests/once.py), for runs or builds tests only read; a
+    test that writes works on a copy."""
+    return made_under(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture

@@ -53,10 +53,15 @@ def _printed(text: str, label: str) -> str:
 @pytest.mark.parametrize(
     "overrides",
     [
-        ["meta.tasks=[{name: FindTarget, weight: 1.0}, {name: CarryObject, weight: 2.0}]"],
-        ["logger.wandb_project='a b=c,d'", "meta.outer_lr=0.5"],
+        # a list of mappings, a string of spaces, = and a comma, a float: quoted in one line
+        [
+            "meta.tasks=[{name: FindTarget, weight: 1.0}, {name: CarryObject, weight: 2.0}]",
+            "logger.wandb_project='a b=c,d'",
+            "meta.outer_lr=0.5",
+        ],
         ["run_id='a b,c=d [x] \"q\"'"],
     ],
+    ids=["derived", "given"],
 )
 def test_the_printed_resume_meta_eval_and_tensorboard_commands_paste_into_bash(
     overrides: list[str], tmp_path: Path

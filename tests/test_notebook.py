@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from once import MadeOnce
 from tinyconfig import TINY, TINY_EVAL, compose_config
 
 from meta.config import Config
@@ -89,25 +90,29 @@ def _results(root: Path, *overrides: str) -> Config:
     return compose_config([*TINY, f"results_dir={root / 'results'}", *overrides])
 
 
-@pytest.fixture(scope="module")
-def evaluated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A root whose results/nb is a tiny run with a curriculum, evaluated (made once)."""
-    root = tmp_path_factory.mktemp("evaluated")
+def _evaluate(root: Path) -> None:
     train(_results(root, "environment_parameters=arena_curriculum"), "nb")
     evaluate(plan_eval(_results(root, "run_id=nb", *TINY_EVAL), "nb"))
-    return root
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A root whose results/ holds a sweep of 2 settings x 2 seeds and its report (made once)."""
-    root = tmp_path_factory.mktemp("swept")
+def evaluated(made_once: MadeOnce) -> Path:
+    """A root whose results/nb is a tiny run with a curriculum, evaluated (made once)."""
+    return made_once("notebook-evaluated", _evaluate)
+
+
+def _sweep(root: Path) -> None:
     for lr in (0.1, 0.5):
         for seed in (0, 1):
             overrides = ("meta.steps=2", f"meta.outer_lr={lr}", f"seed={seed}")
             train(_results(root, *overrides), f"{lr}-{seed}")
     meta_report([str(root / "results"), "--no-figure"])
-    return root
+
+
+@pytest.fixture(scope="module")
+def swept(made_once: MadeOnce) -> Path:
+    """A root whose results/ holds a sweep of 2 settings x 2 seeds and its report (made once)."""
+    return made_once("notebook-swept", _sweep)
 
 
 @pytest.mark.integration  # papermill starts a kernel process

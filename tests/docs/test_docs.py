@@ -15,6 +15,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+from once import MadeOnce
 
 from experiments import results
 from meta.cli import CONFIG_DIR, register_configs
@@ -122,12 +123,9 @@ def _images(page: Path) -> list[str]:
     return parser.sources
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The manual built strictly, outside the repository."""
-    out = tmp_path_factory.mktemp("site") / "site"
+def _build(root: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(root / "site")],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -135,7 +133,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert done.returncode == 0, done.stderr
-    return out
+
+
+@pytest.fixture(scope="module")
+def site(made_once: MadeOnce) -> Path:
+    """The manual built strictly, outside the repository (once per session)."""
+    return made_once("site", _build) / "site"
 
 
 @pytest.mark.integration

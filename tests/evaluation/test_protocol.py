@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from commandline import run_main
+from once import MadeOnce
 from tinyconfig import TINY, compose_config
 
 from meta.config import Config
@@ -87,12 +88,14 @@ def test_every_start_adapts_on_test_with_the_procedure_selected_on_validation(
     assert (other / "selection.csv").read_text() == (out / "selection.csv").read_text()
 
 
+def _train_r(root: Path) -> None:
+    train(compose_config([*TINY, f"results_dir={root / 'results'}", *ONE_FAMILY]), "r")
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def trained(made_once: MadeOnce) -> Path:
     """The results directory of one tiny run, `r`, that the refusals below only read."""
-    results = tmp_path_factory.mktemp("protocol") / "results"
-    train(compose_config([*TINY, f"results_dir={results}", *ONE_FAMILY]), "r")
-    return results
+    return made_once("protocol-run", _train_r) / "results"
 
 
 @pytest.mark.parametrize(

@@ -9,16 +9,19 @@ from pathlib import Path
 import pytest
 from commandline import run_main
 from faultkit import RESUME, RESUME_END, RUN, RUN_END, STARTUP_END, Reference, done_line, run, start
+from once import MadeOnce
 from processes import life, started, wait_until
 
 
-@pytest.fixture(scope="session")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
-    """The uninterrupted run, once per session."""
-    cwd = tmp_path_factory.mktemp("reference")
+def _reference(cwd: Path) -> None:
     code, err = run(cwd, *RUN, "run_id=ref")
     assert code == 0, err
-    return Reference(cwd / "results" / "ref")
+
+
+@pytest.fixture(scope="session")
+def reference(made_once: MadeOnce) -> Reference:
+    """The uninterrupted run, once per session (for both workers)."""
+    return Reference(made_once("faults-reference", _reference) / "results" / "ref")
 
 
 @pytest.fixture
@@ -28,16 +31,19 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+def _finished(cwd: Path) -> None:
+    done = run_main("meta-train", *RUN, "run_id=done", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.fixture(scope="session")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A working directory holding one completed run, results/done (copied per test).
+def finished(made_once: MadeOnce) -> Path:
+    """A working directory holding one completed run, results/done (copied per test), once
+    per session for both workers.
 
     Trained in-process: the tests that read it test what later commands do with it.
     """
-    cwd = tmp_path_factory.mktemp("finished")
-    done = run_main("meta-train", *RUN, "run_id=done", cwd=cwd)
-    assert done.returncode == 0, done.stderr
-    return cwd
+    return made_once("faults-finished", _finished)
 
 
 def _copy_of(finished: Path, to: Path) -> Path:

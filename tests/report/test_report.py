@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from once import MadeOnce
 from rich.console import Console
 from tinyconfig import TINY, TINY_EVAL, compose_config
 
@@ -54,15 +55,18 @@ def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
     return code, out, err
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two settings (outer step size) x two seeds of a tiny one-family run, trained once."""
-    results = tmp_path_factory.mktemp("sweep") / "results"
+def _train_sweep(root: Path) -> None:
+    results = root / "results"
     for lr in (0.1, 0.5):
         for seed in (0, 1):
             overrides = [f"meta.outer_lr={lr}", f"seed={seed}", f"results_dir={results}"]
             train(compose_config([*TINY, *SHORT, *overrides]), f"lr{lr}-s{seed}")
-    return results
+
+
+@pytest.fixture(scope="module")
+def trained(made_once: MadeOnce) -> Path:
+    """Two settings (outer step size) x two seeds of a tiny one-family run, trained once."""
+    return made_once("report-sweep", _train_sweep) / "results"
 
 
 @pytest.fixture

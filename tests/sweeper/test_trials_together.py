@@ -10,21 +10,19 @@ gets companions, to TOLERANCE of its run alone. A trial that fails ends alone as
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from commandline import Done, run_main
 from tinyconfig import TINY_SEARCH
 
 optuna = pytest.importorskip("optuna")
 
-pytestmark = [pytest.mark.heavy, pytest.mark.integration]  # searches as meta-train processes
+pytestmark = pytest.mark.heavy  # searches of three trials, in-process
 
-MetaTrain = Callable[..., subprocess.CompletedProcess[str]]
+SHARED = pytest.mark.xdist_group("trials_together")  # the one grouped search they read
 STEPS = 2
 SEARCH = [
     "-m",
@@ -56,6 +54,12 @@ def _theta(run: Path) -> dict[str, torch.Tensor]:
     return torch.load(run / "Brain" / "checkpoint.pt", weights_only=True)["theta"]
 
 
+def _search(*overrides: str, cwd: Path) -> Done:
+    """The search in this process through meta-train's entry function (the trials' grouping
+    is the launcher's and the sweeper's, not the interpreter's)."""
+    return run_main("meta-train", *SEARCH, *overrides, cwd=cwd)
+
+
 def _states(results: Path) -> list[tuple[str, dict[str, object]]]:
     study = optuna.load_study(study_name="reptile_optuna", storage=f"sqlite:///{results}/optuna.db")
     return [(t.state.name, t.params) for t in study.trials]
@@ -65,12 +69,12 @@ def _states(results: Path) -> list[tuple[str, dict[str, object]]]:
 def grouped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The results_dir of a search of three trials trained as one group."""
     cwd = tmp_path_factory.mktemp("grouped")
-    command = [sys.executable, "-m", "meta", *SEARCH, *OWN]
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300)
+    done = _search(*OWN, cwd=cwd)
     assert done.returncode == 0, done.stderr
     return cwd / "search"
 
 
+@SHARED
 def test_a_batch_of_trials_trains_as_one_stack_each_with_its_own_settings(grouped: Path) -> None:
     assert [state for state, _ in _states(grouped)] == ["COMPLETE"] * 3
     runs = _runs(grouped)
@@ -87,10 +91,9 @@ def test_a_batch_of_trials_trains_as_one_stack_each_with_its_own_settings(groupe
     assert len(rates) == 3
 
 
-def test_a_trial_in_the_same_group_again_is_bitwise_the_same(
-    grouped: Path, meta_train: MetaTrain, tmp_path: Path
-) -> None:
-    done = meta_train(*SEARCH, *OWN, cwd=tmp_path)
+@SHARED
+def test_a_trial_in_the_same_group_again_is_bitwise_the_same(grouped: Path, tmp_path: Path) -> None:
+    done = _search(*OWN, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     again = _runs(tmp_path / "search")
     assert [r.name for r in again] == [r.name for r in _runs(grouped)]
@@ -98,26 +101,25 @@ def test_a_trial_in_the_same_group_again_is_bitwise_the_same(
         assert (run / "Brain.pt").read_bytes() == (grouped / run.name / "Brain.pt").read_bytes()
 
 
-def test_a_trial_alone_is_its_grouped_run_to_the_tolerance(
-    grouped: Path, meta_train: MetaTrain, tmp_path: Path
-) -> None:
-    alone = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=1"]  # each trial its own meta-train
-    done = meta_train(*SEARCH, *OWN, *alone, cwd=tmp_path)
+@SHARED
+def test_a_trial_alone_is_its_grouped_run_to_the_tolerance(grouped: Path, tmp_path: Path) -> None:
+    alone = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=1"]  # one trial at a time, alone
+    done = _search(*OWN, *alone, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     runs = _runs(tmp_path / "search")
     assert [r.name for r in runs] == [r.name for r in _runs(grouped)]
     for run in runs:
         together = grouped / run.name
+        timers = json.loads((run / "run_logs" / "timers.json").read_text())
+        assert "shared_with_runs" not in timers["metadata"]  # it did train alone
         config = (run / "configuration.yaml").read_text()
         assert config == (together / "configuration.yaml").read_text()
         a, b = _theta(run), _theta(together)
         assert max(float((a[k] - b[k]).abs().max()) for k in a) <= TOLERANCE
 
 
-def test_a_trial_that_fails_ends_alone_and_the_others_complete(
-    meta_train: MetaTrain, tmp_path: Path
-) -> None:
-    done = meta_train(*SEARCH, *FAILING, cwd=tmp_path)
+def test_a_trial_that_fails_ends_alone_and_the_others_complete(tmp_path: Path) -> None:
+    done = _search(*FAILING, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     results = tmp_path / "search"
     states = _states(results)
@@ -137,7 +139,7 @@ def test_a_trial_that_fails_ends_alone_and_the_others_complete(
         )
         assert (line in done.stdout) == failed
     # the same command continues the study: n_trials finished ones in all, at most
-    again = meta_train(*SEARCH, *FAILING, cwd=tmp_path)
+    again = _search(*FAILING, cwd=tmp_path)
     finished = sum(state == "COMPLETE" for state, _ in states)
     assert f"{finished} of 3 trials finished (3 in all)" in again.stdout
     after = _states(results)
