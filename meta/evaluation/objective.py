@@ -75,6 +75,21 @@ def measure_objectives(
     if not planned:
         return out
     try:
+        return _measured(trials, planned, out)
+    finally:
+        for _, checked, _ in planned:
+            if checked.cluster is not None:
+                checked.cluster.close()
+
+
+def _measured(
+    trials: Sequence[tuple[Config, Path]],
+    planned: list[tuple[int, EvalPlan, list[AdaptJob]]],
+    out: list[float | Exception | None],
+) -> list[float | Exception | None]:
+    """`out` with every planned trial's objective: all adapted in one call, or, should that
+    fail, each alone."""
+    try:
         every = [job for _, _, jobs in planned for job in jobs]
         rows = _adapted(every, planned[0][1], trials[planned[0][0]][0].eval.workers)
     except Exception:
@@ -125,8 +140,6 @@ def _adapted(jobs: list[AdaptJob], checked: EvalPlan, workers: int) -> list[list
         return list(adaptations(executor, jobs))
     finally:
         executor.close()
-        if checked.cluster is not None:
-            checked.cluster.close()
 
 
 def _recorded(config: Config, run_dir: Path, measurements: list[Measurement]) -> float:
