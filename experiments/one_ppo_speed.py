@@ -25,9 +25,15 @@ import torch
 from meta.algorithm.ppo.weights import cpu_weights
 from meta.algorithm.request import Task, TrainRequest
 from meta.algorithm.training import train
-from meta.config import Config, EnvConfig, LoggerConfig, MetaConfig, RuntimeConfig
-from meta.config.ppo import NetworkConfig, PPOConfig
+from meta.config import Config, EnvConfig, LoggerConfig, MetaConfig
 from meta.runtime.envpool import EnvPool
+
+try:
+    from meta.config import RuntimeConfig
+    from meta.config.ppo import NetworkConfig, PPOConfig
+except ImportError:  # before the configuration floor
+    from meta.algorithm.ppo.config import NetworkConfig, PPOConfig  # type: ignore[no-redef]
+    from meta.runtime.config import RuntimeConfig  # type: ignore[no-redef]
 
 try:
     from meta.algorithm.ppo.network import policy_for

@@ -7,7 +7,8 @@ one place that knows both (`ppo` never imports `selfplay`, which builds on it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import astuple, fields
+from functools import cache
 
 import torch
 
@@ -15,14 +16,14 @@ from envs.interface import AgentEnvironment
 from envs.tasks.teams import team_of
 from meta.algorithm.fomaml import meta_gradient
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.network import Policy, PolicyStack, policy_for
+from meta.algorithm.ppo.network import Policy, PolicyStack, make_policy, policy_for
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.train import Schedule, Session, Stack, train_stack
-from meta.algorithm.ppo.weights import cpu_weights
+from meta.algorithm.ppo.weights import Weights, cpu_weights
 from meta.algorithm.request import TrainRequest, TrainResult
 from meta.algorithm.resets import reset_keys
 from meta.algorithm.selfplay.trainer import GameSession
-from meta.config.ppo import PPOConfig
+from meta.config.ppo import NetworkConfig, PPOConfig
 
 __all__ = ["PER_MEMBER", "is_game", "stack_key", "start_policy", "train", "train_requests"]
 
@@ -58,7 +59,7 @@ def train_requests(
     timers = timers or NullTimers()
     first = requests[0]
     games = [is_game(env, first.ppo) for env in envs]
-    starts = [cpu_weights(start_policy(r, e)) for r, e in zip(requests, envs, strict=True)]
+    starts = [start_weights(r, e) for r, e in zip(requests, envs, strict=True)]
     # games collect member by member, the others in lockstep, and networks of other shapes
     # (other observation or action specs) cannot share a stack: each kind in a stack of its
     # own, so that a member's companions never change how it acts
@@ -137,6 +138,26 @@ def _schedule(request: TrainRequest) -> Schedule:
         return request.schedule.at
     cfg, start = request.ppo, request.hyper or Hyper.of(request.ppo)
     return lambda steps: start.after(cfg, steps, cfg.max_steps)
+
+
+def start_weights(request: TrainRequest, env: AgentEnvironment) -> Weights:
+    """The request's start as CPU weights: a copy of its own where nothing resets them and they
+    have the network's layout (no policy to build), else `start_policy`'s."""
+    given = request.weights
+    if given is not None and not request.reset and request.log_std is None:
+        spec = next(iter(env.behavior_specs.values()))
+        sizes = (spec.observation_specs[0].shape[0], spec.action_spec.continuous_size)
+        layout = _layout(*sizes, astuple(request.network))
+        if {k: (v.shape, v.dtype) for k, v in given.items()} == layout:
+            return {k: given[k].detach().to("cpu", copy=True) for k in layout}
+    return cpu_weights(start_policy(request, env))
+
+
+@cache
+def _layout(obs_size: int, action_size: int, network: tuple) -> dict[str, tuple]:
+    """The names, shapes and dtypes of a policy's state_dict, in its order."""
+    weights = make_policy(obs_size, action_size, NetworkConfig(*network), seed=0).state_dict()
+    return {k: (v.shape, v.dtype) for k, v in weights.items()}
 
 
 def start_policy(request: TrainRequest, env: AgentEnvironment) -> Policy:

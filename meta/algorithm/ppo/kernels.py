@@ -3,15 +3,39 @@ of several (batched ones): the one place that chooses by k (docs/performance.md 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 from torch.nn import functional as F
+
+
+def update_threads_for(k: int, device: torch.device) -> tuple[ThreadPoolExecutor | None, int]:
+    """How an update uses the CPU's threads: a worker thread (or None) and torch's threads.
+
+    A stack of one runs each half of the loss on one thread, side by side when torch may use
+    2+ (no per-kernel hand-off, half the working set per core, and graceful when another
+    process takes a core); a stack of several runs both halves as one backward over all of
+    torch's threads, whose batched products use them better. The bits are the same either way.
+    """
+    if device.type != "cpu" or k > 1:
+        return None, torch.get_num_threads()
+    return (ThreadPoolExecutor(1) if torch.get_num_threads() >= 2 else None), 1
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """x W^T + b of every member: (k, n, in), (k, out, in), (k, out) -> (k, n, out)."""
     if weight.shape[0] == 1:
-        return F.linear(x[0], weight[0], bias[0]).unsqueeze(0)
+        # squeeze, not [0]: a select's backward fills a zero (1, ...) tensor every step
+        return F.linear(x.squeeze(0), weight.squeeze(0), bias.squeeze(0)).unsqueeze(0)
     return torch.baddbmm(bias[:, None], x, weight.transpose(1, 2))
+
+
+def gathered(x: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """Rows of each member's (k, N, ...) in its own order (k, N)."""
+    if x.shape[0] == 1:
+        return x.squeeze(0).index_select(0, order[0]).unsqueeze(0)
+    index = order.view(*order.shape, *([1] * (x.ndim - 2))).expand(*order.shape, *x.shape[2:])
+    return torch.gather(x, 1, index)
 
 
 def clip_grad_norms(params: list[torch.Tensor], max_norm: float) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -21,6 +20,7 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 from envs.constants import BEHAVIOR_NAME
 from envs.interface import AgentEnvironment
 from meta.algorithm.ppo.hyper import Hyper
+from meta.algorithm.ppo.kernels import update_threads_for
 from meta.algorithm.ppo.network import PolicyStack
 from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.pieces import PieceCollector, dimension_log_probs
@@ -134,13 +134,7 @@ def train_stack(
     histories: list[list[dict[str, float]]] = [[] for _ in range(k)]
     kept = stack.snapshots or [()] * k
     snapshots = [{0: policy.weights(i)} if 0 in kept[i] else {} for i in range(k)]
-    # on CPU each half of the loss runs on one torch thread, side by side if torch may use 2+:
-    # two single-threaded halves beat one two-threaded loss here (no per-kernel thread
-    # hand-off, half the working set per core) and degrade gracefully when another process
-    # takes a core
-    cpu = policy.device.type == "cpu"
-    worker = ThreadPoolExecutor(1) if cpu and torch.get_num_threads() >= 2 else None
-    update_threads = 1 if cpu else torch.get_num_threads()
+    worker, update_threads = update_threads_for(k, policy.device)
     values_of = [partial(policy.member_value, i) for i in range(k)]
     by_pieces = cfg.buffer_assembly == "pieces"
     valued = by_pieces and policy.normalize  # each piece taken in and valued as it completes

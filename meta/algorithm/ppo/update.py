@@ -18,7 +18,7 @@ from functools import cache, partial
 import torch
 
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.kernels import clip_grad_norms, times
+from meta.algorithm.ppo.kernels import clip_grad_norms, gathered, times
 from meta.algorithm.ppo.network import PolicyStack, gaussian_log_prob, pieces
 from meta.algorithm.ppo.optim import StackOptimizer
 from meta.algorithm.ppo.rollout import Rollout, next_state_values
@@ -363,7 +363,7 @@ def minibatches(
             orders = [torch.cat([o, o.new_zeros(width - len(o))]) for o in orders]
         # gathered once per epoch; minibatches are then contiguous slices
         order = torch.stack(orders).to(device)
-        shuffled = {name: _gathered(x, order) for name, x in buffer.items()}
+        shuffled = {name: gathered(x, order) for name, x in buffer.items()}
         for b in range(max(batches)):
             rows = slice(b * batch_size, (b + 1) * batch_size)
             batch = {name: x[:, rows] for name, x in shuffled.items()}
@@ -371,12 +371,6 @@ def minibatches(
                 batch["advantages"] = _normalised(batch["advantages"])
             active = None if alike else [b < n for n in batches]
             yield batch, active
-
-
-def _gathered(x: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """Rows of each member's (k, N, ...) in its own order (k, N)."""
-    index = order.view(*order.shape, *([1] * (x.ndim - 2))).expand(*order.shape, *x.shape[2:])
-    return torch.gather(x, 1, index)
 
 
 def gradient_step(
