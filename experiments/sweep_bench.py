@@ -18,7 +18,8 @@ ppo.batch_size=256` (`--budget committed`: the space's {2048, 4096, 8192} over b
 one adaptation update (`eval.budgets=[0,1] eval.tasks_per_family=1 ...`). Each search is run
 twice per `network.hidden_units` (`--units`, 64 and 128), each into a fresh results_dir: all
 trials asked at once (`hydra.sweeper.n_jobs=<trials>`) and trained as one group, each
-meta-step's stacks shared out to `--jobs` worker processes (`runtime.workers=2`), then the
+meta-step's stacks shared out to `--jobs` worker processes (`runtime.workers=2`; `--group
+torch_threads=2`: in one process on two threads instead), then the
 same trials on the joblib launcher, `--jobs` processes
 at a time (`hydra/launcher=joblib hydra.launcher.n_jobs=2`). It prints the wall times to each
 command's exit and to its search's last write (`optimization_results.yaml`: joblib's workers
@@ -100,13 +101,14 @@ def search(args: argparse.Namespace) -> None:
     base.append(f"meta.steps={args.steps}")
     joblib = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
     print(f"search: {' '.join(base[3:])} {' '.join(args.overrides)}")
+    group_label = f"{args.trials} trials as one group ({' '.join(args.group) or 'runtime.workers'})"
     with tempfile.TemporaryDirectory() as tmp:
         for units in args.units:
             out = {name: Path(tmp) / f"{name}_{units}" for name in ("group", "joblib")}
             command = [*base, f"network.hidden_units={units}", *args.overrides]
             walls, written = {}, {}
             for name, extra, label in (
-                ("group", [f"runtime.workers={args.jobs}"], f"{args.trials} trials as one group"),
+                ("group", args.group or [f"runtime.workers={args.jobs}"], group_label),
                 ("joblib", joblib, f"{args.trials} trials on joblib, {args.jobs} at a time"),
             ):
                 started = time.time()
@@ -132,6 +134,12 @@ def main() -> None:
     )
     p.add_argument(
         "--budget", choices=sorted(BUDGETS), default="small", help="--search: inner budgets (small)"
+    )
+    p.add_argument(
+        "--group",
+        nargs="+",
+        default=[],
+        help="--search: the group's own overrides (runtime.workers=<jobs>), e.g. torch_threads=2",
     )
     p.add_argument("overrides", nargs="*", help="more meta-train overrides")
     args = p.parse_args()
