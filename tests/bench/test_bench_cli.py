@@ -139,6 +139,10 @@ def first_episode_success(act: Act, settings: bench_sb3.Settings) -> float:
     return sum(won.values()) / len(won)
 
 
+STEPS = 20_000
+"""The test's trainings: two buffers of 160 steps of 64 areas."""
+
+
 @pytest.fixture
 def evaluated(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Act, bench_sb3.Settings, float]]:
     """Every (policy, settings, reported success) meta-bench evaluates, in order."""
@@ -171,15 +175,17 @@ def test_quick_bench_reports_what_it_measured(
     monkeypatch.setattr(bench_scaling, "META_BATCH_SIZES", (1, 2))
     monkeypatch.setattr(bench_scaling, "STACKS", (1, 2, 4))  # --quick leaves out the last
     monkeypatch.setattr(bench_scaling, "STACK_HIDDEN_UNITS", (64,))
-    bench.main(["--quick", "--out", str(out), "--markdown", str(md), "--readme", str(page)])
+    # trainings of two buffers, not --quick's 100k steps: what is reported is what was measured
+    flags = ["--quick", "--steps", str(STEPS), "--out", str(out), "--markdown", str(md)]
+    bench.main([*flags, "--readme", str(page)])
     report: dict[str, Any] = json.loads(out.read_text())
     settings = report["settings"]
-    assert (settings["budget"], settings["n_steps"], settings["threads"]) == (100_000, 160, [1])
+    assert (settings["budget"], settings["n_steps"], settings["threads"]) == (STEPS, 160, [1])
     (row,) = report["training"]
-    for side in ("ours", "sb3"):  # 10 whole buffers of 160 steps x 64 areas, the first >= 100k
-        assert row[side]["agent_steps"] == 10 * 160 * 64
+    for side in ("ours", "sb3"):  # 2 whole buffers of 160 steps x 64 areas, the first >= STEPS
+        assert row[side]["agent_steps"] == 2 * 160 * 64
     # The policies the row reports (the timed trainings, ours then SB3's), re-evaluated here.
-    timed = [(act, s, success) for act, s, success in evaluated if s.budget == 100_000]
+    timed = [(act, s, success) for act, s, success in evaluated if s.budget == STEPS]
     assert [success for *_, success in timed] == [row["ours"]["success"], row["sb3"]["success"]]
     with torch_threads(1):  # as the bench evaluated them: the same actions to the last bit
         for act, s, success in timed:
