@@ -226,17 +226,18 @@ class Collection:
             )
         return rollouts
 
-    def record(self, i: int, t: int, decision: Any, terminal: Any, index: Any) -> np.ndarray:
+    def record(self, i: int, t: int, decision: Any, terminal: Any, index: Any) -> None:
         """Member i's step t from its agents' DecisionSteps and TerminalSteps (`index`: their
-        rows by agent id): rewards, ended episodes and time-outs; the ended agents' rows."""
+        rows by agent id): rewards, ended episodes and time-outs."""
         self.rewards[i, t] = decision.reward
+        if len(terminal) == 0:
+            return
         rows = index(terminal.agent_id)
         self.rewards[i, t, rows] = terminal.reward
         self.ended[i, t, rows] = True
         out = terminal.interrupted
         if out.any():
             self.cuts.append((t, np.full(int(out.sum()), i), rows[out], terminal.obs[0][out]))
-        return rows
 
     def release(self) -> None:
         """Hand every member's state back to its environment."""
@@ -296,6 +297,8 @@ class Agents:
                 f"behavior {behavior!r} has no agent requesting a decision after reset"
             )
         self.index, self.first = id_lookup(self.ids), decision.obs[0]
+        self.actions: tuple[np.ndarray, ActionTuple] | None = None
+        """The collection's actions and an ActionTuple over this member's row of them."""
 
     def place(self, into: np.ndarray, obs: np.ndarray) -> None:
         """The observations into the member's row of (k, n, obs)."""
@@ -304,7 +307,9 @@ class Agents:
     def step(self, c: Collection, clipped: np.ndarray, t: int) -> None:
         """One step of the environment: the member's rewards, ends, cuts and observations."""
         i = self.member
-        self.env.set_actions(self.behavior, ActionTuple(continuous=clipped[i]))
+        if self.actions is None or self.actions[0] is not clipped:
+            self.actions = (clipped, ActionTuple(continuous=clipped[i]))
+        self.env.set_actions(self.behavior, self.actions[1])
         self.env.step()
         decision, terminal = self.env.get_steps(self.behavior)
         if decision.agent_id is not self.ids and not np.array_equal(decision.agent_id, self.ids):
