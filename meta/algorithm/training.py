@@ -16,7 +16,7 @@ from envs.interface import AgentEnvironment
 from envs.tasks.teams import team_of
 from meta.algorithm.fomaml import meta_gradient
 from meta.algorithm.ppo.hyper import Hyper
-from meta.algorithm.ppo.network import Policy, PolicyStack, make_policy, policy_for
+from meta.algorithm.ppo.network import Policy, PolicyStack, make_policy, policy_for, sizes_of
 from meta.algorithm.ppo.rollout import NullTimers, Timers
 from meta.algorithm.ppo.train import Schedule, Session, Stack, train_stack
 from meta.algorithm.ppo.weights import Weights, cpu_weights
@@ -145,9 +145,7 @@ def start_weights(request: TrainRequest, env: AgentEnvironment) -> Weights:
     have the network's layout (no policy to build), else `start_policy`'s."""
     given = request.weights
     if given is not None and not request.reset and request.log_std is None:
-        spec = next(iter(env.behavior_specs.values()))
-        sizes = (spec.observation_specs[0].shape[0], spec.action_spec.continuous_size)
-        layout = _layout(*sizes, astuple(request.network))
+        layout = _layout(*sizes_of(env), astuple(request.network))
         if {k: (v.shape, v.dtype) for k, v in given.items()} == layout:
             return {k: given[k].detach().to("cpu", copy=True) for k in layout}
     return cpu_weights(start_policy(request, env))

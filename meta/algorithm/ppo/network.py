@@ -197,12 +197,15 @@ def make_policy(obs_size: int, action_size: int, cfg: NetworkConfig, seed: int) 
         return Policy(obs_size, action_size, cfg)
 
 
+def sizes_of(env: AgentEnvironment) -> tuple[int, int]:
+    """The observation and action sizes of the env's (single) behavior."""
+    spec = next(iter(env.behavior_specs.values()))
+    return spec.observation_specs[0].shape[0], spec.action_spec.continuous_size
+
+
 def policy_for(env: AgentEnvironment, network: NetworkConfig, seed: int = 0) -> Policy:
     """A fresh policy sized for the env's (single) behavior."""
-    spec = next(iter(env.behavior_specs.values()))
-    return make_policy(
-        spec.observation_specs[0].shape[0], spec.action_spec.continuous_size, network, seed
-    )
+    return make_policy(*sizes_of(env), network, seed)
 
 
 def policy_with(weights: Mapping[str, torch.Tensor], cfg: NetworkConfig) -> Policy:
